@@ -1,0 +1,173 @@
+package prompt
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// Requirement is a gate's verdict on one call.
+type Requirement struct {
+	Required bool
+	Reason   string // shown to the human who decides
+}
+
+// Gate decides whether a call needs a human. It sees the validated input.
+// An error becomes an error result for the model; the tool does not run.
+type Gate func(ctx context.Context, input json.RawMessage) (Requirement, error)
+
+// Always returns a static gate that asks a human every time.
+func Always(reason string) Gate {
+	r := Requirement{Required: true, Reason: reason}
+	return func(context.Context, json.RawMessage) (Requirement, error) { return r, nil }
+}
+
+// Tool is something the model may call.
+type Tool struct {
+	// Name is namespaced, like "web-fetch.fetch".
+	Name        string
+	Description string
+	// Schema describes the input; input is validated against it before the
+	// gate runs.
+	Schema *jsonschema.Schema
+	// Gate is nil for tools that never need a human.
+	Gate Gate
+	// Invoke runs the call and returns text for the model. Its error becomes
+	// an error result the model sees.
+	Invoke func(ctx context.Context, input json.RawMessage) (string, error)
+}
+
+// toolName keeps names printable and short; providers map them further.
+var toolName = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,64}$`)
+
+// NewTool builds a tool from a typed input. The schema is inferred from In
+// (exported fields, json tags, a jsonschema tag as description; fields
+// without omitempty are required; unknown fields are refused), and input is
+// decoded strictly into In before gate and invoke see it. gate may be nil.
+func NewTool[In any](name, description string,
+	gate func(ctx context.Context, in In) (Requirement, error),
+	invoke func(ctx context.Context, in In) (string, error),
+) (*Tool, error) {
+	schema, err := jsonschema.For[In](nil)
+	if err != nil {
+		return nil, fmt.Errorf("tool %s: infer schema: %w", name, err)
+	}
+	t := &Tool{
+		Name:        name,
+		Description: description,
+		Schema:      schema,
+		Invoke: func(ctx context.Context, input json.RawMessage) (string, error) {
+			in, err := decodeStrict[In](input)
+			if err != nil {
+				return "", err
+			}
+			return invoke(ctx, in)
+		},
+	}
+	if gate != nil {
+		t.Gate = func(ctx context.Context, input json.RawMessage) (Requirement, error) {
+			in, err := decodeStrict[In](input)
+			if err != nil {
+				return Requirement{}, err
+			}
+			return gate(ctx, in)
+		}
+	}
+	return t, nil
+}
+
+// AlwaysFor is Always for a typed tool built with NewTool.
+func AlwaysFor[In any](reason string) func(context.Context, In) (Requirement, error) {
+	r := Requirement{Required: true, Reason: reason}
+	return func(context.Context, In) (Requirement, error) { return r, nil }
+}
+
+func decodeStrict[In any](input json.RawMessage) (In, error) {
+	var in In
+	dec := json.NewDecoder(bytes.NewReader(input))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return in, fmt.Errorf("decode input: %w", err)
+	}
+	if dec.More() {
+		return in, errors.New("decode input: trailing data after the JSON object")
+	}
+	return in, nil
+}
+
+// ToolDef is what the model is told about a tool.
+type ToolDef struct {
+	Name        string
+	Description string
+	Parameters  json.RawMessage // JSON Schema
+}
+
+// toolset is the tools of a service, with their schemas resolved once.
+type toolset struct {
+	byName map[string]*preparedTool
+	defs   []ToolDef
+}
+
+type preparedTool struct {
+	*Tool
+	resolved *jsonschema.Resolved
+}
+
+func newToolset(tools []*Tool) (*toolset, error) {
+	ts := &toolset{byName: make(map[string]*preparedTool, len(tools))}
+	for _, t := range tools {
+		if t == nil {
+			return nil, errors.New("nil tool")
+		}
+		if !toolName.MatchString(t.Name) {
+			return nil, fmt.Errorf("tool %q: name must match %s", t.Name, toolName)
+		}
+		if _, dup := ts.byName[t.Name]; dup {
+			return nil, fmt.Errorf("tool %q: registered twice", t.Name)
+		}
+		if t.Invoke == nil {
+			return nil, fmt.Errorf("tool %q: no Invoke", t.Name)
+		}
+		schema := t.Schema
+		if schema == nil {
+			schema = &jsonschema.Schema{Type: "object"}
+		}
+		resolved, err := schema.Resolve(nil)
+		if err != nil {
+			return nil, fmt.Errorf("tool %q: resolve schema: %w", t.Name, err)
+		}
+		params, err := json.Marshal(schema)
+		if err != nil {
+			return nil, fmt.Errorf("tool %q: encode schema: %w", t.Name, err)
+		}
+		ts.byName[t.Name] = &preparedTool{Tool: t, resolved: resolved}
+		ts.defs = append(ts.defs, ToolDef{Name: t.Name, Description: t.Description, Parameters: params})
+	}
+	return ts, nil
+}
+
+// validate parses the model's argument text and checks it against the
+// tool's schema. Its errors are written for the model to read and correct.
+func (ts *toolset) validate(call *Call) (*preparedTool, json.RawMessage, error) {
+	t, ok := ts.byName[call.Name]
+	if !ok {
+		return nil, nil, fmt.Errorf("unknown tool %q", call.Name)
+	}
+	args := call.Arguments
+	if len(bytes.TrimSpace([]byte(args))) == 0 {
+		args = "{}"
+	}
+	var instance any
+	if err := json.Unmarshal([]byte(args), &instance); err != nil {
+		return nil, nil, fmt.Errorf("arguments for %s are not valid JSON: %v", call.Name, err)
+	}
+	if err := t.resolved.Validate(instance); err != nil {
+		return nil, nil, fmt.Errorf("invalid arguments for %s: %v", call.Name, err)
+	}
+	return t, json.RawMessage(args), nil
+}
