@@ -60,15 +60,19 @@ type Store interface {
 // database. It keeps JSON copies, so what it returns shares nothing with
 // what was saved, as with a real database.
 type MemStore struct {
-	mu    sync.Mutex
-	order []string
-	data  map[string][]byte
+	mu        sync.Mutex
+	order     []string            // prompt IDs, oldest first
+	byConv    map[string][]string // prompt IDs of a conversation, oldest first
+	approvals map[string]string   // approval ID → prompt ID
+	data      map[string][]byte
 }
 
 var _ Store = (*MemStore)(nil)
 
 // NewMemStore returns an empty MemStore.
-func NewMemStore() *MemStore { return &MemStore{data: map[string][]byte{}} }
+func NewMemStore() *MemStore {
+	return &MemStore{data: map[string][]byte{}, byConv: map[string][]string{}, approvals: map[string]string{}}
+}
 
 // SavePrompt implements Store.
 func (m *MemStore) SavePrompt(ctx context.Context, p *Prompt) error {
@@ -78,11 +82,21 @@ func (m *MemStore) SavePrompt(ctx context.Context, p *Prompt) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.put(p, b)
+	return nil
+}
+
+func (m *MemStore) put(p *Prompt, b []byte) {
 	if _, ok := m.data[p.ID]; !ok {
 		m.order = append(m.order, p.ID)
+		m.byConv[p.ConversationID] = append(m.byConv[p.ConversationID], p.ID)
 	}
 	m.data[p.ID] = b
-	return nil
+	for _, it := range p.Output {
+		if it.Call != nil && it.Call.Approval != nil {
+			m.approvals[it.Call.Approval.ID] = p.ID
+		}
+	}
 }
 
 // DecideApproval implements Store.
@@ -109,7 +123,7 @@ func (m *MemStore) DecideApproval(ctx context.Context, p *Prompt, callID string)
 	if c.Status != CallPending {
 		return fmt.Errorf("decide %s in prompt %s: %w", callID, p.ID, ErrNotPending)
 	}
-	m.data[p.ID] = b
+	m.put(p, b)
 	return nil
 }
 
@@ -134,21 +148,19 @@ func (m *MemStore) UnfinishedPrompts(ctx context.Context) ([]*Prompt, error) {
 func (m *MemStore) History(ctx context.Context, conversationID, beforeID string, limit int) ([]*Prompt, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	end := len(m.order)
+	ids := m.byConv[conversationID]
 	if beforeID != "" {
-		if i := slices.Index(m.order, beforeID); i >= 0 {
-			end = i
+		if i := slices.Index(ids, beforeID); i >= 0 {
+			ids = ids[:i]
 		}
 	}
 	var out []*Prompt
-	for i := end - 1; i >= 0 && len(out) < limit; i-- {
-		p, err := m.load(m.order[i])
+	for i := len(ids) - 1; i >= 0 && len(out) < limit; i-- {
+		p, err := m.load(ids[i])
 		if err != nil {
 			return nil, err
 		}
-		if p.ConversationID == conversationID {
-			out = append(out, p)
-		}
+		out = append(out, p)
 	}
 	slices.Reverse(out)
 	return out, nil
@@ -158,7 +170,7 @@ func (m *MemStore) History(ctx context.Context, conversationID, beforeID string,
 func (m *MemStore) FindApproval(ctx context.Context, approvalID string) (ApprovalRef, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, id := range m.order {
+	if id, ok := m.approvals[approvalID]; ok {
 		p, err := m.load(id)
 		if err != nil {
 			return ApprovalRef{}, err
