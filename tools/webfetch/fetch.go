@@ -1,0 +1,381 @@
+package webfetch
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"unicode/utf8"
+
+	"github.com/JohannesKaufmann/html-to-markdown/v2/converter"
+	"golang.org/x/net/html/charset"
+)
+
+// ErrBlocked marks a destination refused by the network checks: a private
+// or reserved address, a port other than 80 and 443, a cloud metadata
+// address.
+var ErrBlocked = errors.New("destination not allowed")
+
+// metadataAddrs answer cloud instance-metadata requests (credentials!).
+// They are refused even when AllowPrivate lifts the other checks.
+var metadataAddrs = []netip.Prefix{
+	netip.MustParsePrefix("169.254.0.0/16"),      // AWS, GCP, Azure, OCI, ECS task metadata
+	netip.MustParsePrefix("fd00:ec2::254/128"),   // AWS over IPv6
+	netip.MustParsePrefix("100.100.100.200/32"),  // Alibaba Cloud
+	netip.MustParsePrefix("fe80::a9fe:a9fe/128"), // 169.254.169.254 embedded in link-local IPv6
+}
+
+func (f *Fetcher) defaultCheckAddr(ap netip.AddrPort) error {
+	ip := ap.Addr().Unmap().WithZone("")
+	for _, p := range metadataAddrs {
+		if p.Contains(ip) {
+			return fmt.Errorf("%w: %s is a cloud metadata address", ErrBlocked, ip)
+		}
+	}
+	if f.allowPrivate {
+		return nil
+	}
+	if err := f.guard.SafeAddrPort(ap); err != nil {
+		return fmt.Errorf("%w: %v", ErrBlocked, err)
+	}
+	return nil
+}
+
+// control runs just before each connect, with the address the socket is
+// about to reach: whatever a name resolved to, this is what counts.
+func (f *Fetcher) control(network, address string, _ syscall.RawConn) error {
+	if network != "tcp4" && network != "tcp6" {
+		return fmt.Errorf("%w: network %s", ErrBlocked, network)
+	}
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return fmt.Errorf("%w: cannot parse %s: %v", ErrBlocked, address, err)
+	}
+	return f.checkAddr(ap)
+}
+
+// dialContext resolves names with f.resolver and dials the addresses one
+// by one; the dialer's Control hook checks each.
+func (f *Fetcher) dialContext(d *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		var ips []netip.Addr
+		if ip, err := netip.ParseAddr(host); err == nil {
+			ips = []netip.Addr{ip}
+		} else {
+			ips, err = f.resolver.LookupNetIP(ctx, "ip", host)
+			if err != nil {
+				return nil, fmt.Errorf("resolve %s: %w", host, err)
+			}
+			if len(ips) == 0 {
+				return nil, fmt.Errorf("resolve %s: no address", host)
+			}
+		}
+		var errs []error
+		for _, ip := range ips {
+			conn, err := d.DialContext(ctx, network, net.JoinHostPort(ip.String(), port))
+			if err == nil {
+				return conn, nil
+			}
+			errs = append(errs, err)
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		return nil, errors.Join(errs...)
+	}
+}
+
+// target is a URL that passed the checks, rewritten to its canonical host
+// so that what was checked is what is dialled.
+type target struct {
+	url  *url.URL
+	host string // canonical, without port
+}
+
+// checkURL parses raw and refuses what may never be fetched, before any
+// human is asked: other schemes, user-info, odd host forms, and (unless
+// AllowPrivate) other ports, private IP literals and internal names.
+func (f *Fetcher) checkURL(raw string) (target, error) {
+	raw = strings.TrimSpace(raw)
+	u, err := url.Parse(raw)
+	if err != nil {
+		return target{}, fmt.Errorf("invalid URL: %w", err)
+	}
+	return f.checkParsed(u)
+}
+
+func (f *Fetcher) checkParsed(u *url.URL) (target, error) {
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return target{}, fmt.Errorf("only http and https URLs can be fetched, not %q", u.Redacted())
+	}
+	if u.Opaque != "" || u.Host == "" {
+		return target{}, fmt.Errorf("%q has no host: give an absolute URL like https://example.com/page", u.Redacted())
+	}
+	if u.User != nil {
+		return target{}, fmt.Errorf("URLs with user-info (user@ or user:password@ before the host) are not allowed: %q", u.Redacted())
+	}
+	hostname := u.Hostname()
+	if strings.Contains(hostname, "%") {
+		return target{}, fmt.Errorf("%q: a host with a zone or percent-encoding is not allowed", u.Host)
+	}
+	port := u.Port()
+	portNum := uint16(443)
+	if u.Scheme == "http" {
+		portNum = 80
+	}
+	if port != "" {
+		n, err := strconv.ParseUint(port, 10, 16)
+		if err != nil || n == 0 {
+			return target{}, fmt.Errorf("invalid port %q", port)
+		}
+		portNum = uint16(n)
+	}
+	host, err := Canonical(hostname)
+	if err != nil {
+		return target{}, err
+	}
+	if strings.HasPrefix(host, "*.") {
+		return target{}, fmt.Errorf("%q is not a host name", hostname)
+	}
+	ip, isIP := parseIP(host)
+	if isIP {
+		if err := f.checkAddr(netip.AddrPortFrom(ip, portNum)); err != nil {
+			return target{}, err
+		}
+	} else if !f.allowPrivate {
+		if portNum != 80 && portNum != 443 {
+			return target{}, fmt.Errorf("%w: port %d (only 80 and 443)", ErrBlocked, portNum)
+		}
+		if err := publicName(host); err != nil {
+			return target{}, fmt.Errorf("%w: %q %v", ErrBlocked, host, err)
+		}
+	}
+	t := *u
+	t.User = nil
+	t.Fragment, t.RawFragment = "", ""
+	t.Host = host
+	if isIP && ip.Is6() {
+		t.Host = "[" + host + "]"
+	}
+	if port != "" {
+		t.Host = net.JoinHostPort(host, port)
+	}
+	return target{url: &t, host: host}, nil
+}
+
+// errNotFollowed reports a redirect to a host the fetch may not reach
+// without a human; the model is told where it pointed.
+type notFollowedError struct{ to string }
+
+func (e *notFollowedError) Error() string {
+	return fmt.Sprintf("the page redirects to %s, whose domain is not on the allowlist, so it was not followed; "+
+		"call %s with that URL to ask a human to approve it", e.to, ToolFetch)
+}
+
+// fetch reads t, following at most maxRedirects redirects that stay on
+// listed hosts or on approvedHost, and renders the body for the model.
+func (f *Fetcher) fetch(ctx context.Context, t target, approvedHost string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	seen := map[string]bool{}
+	for hop := 0; ; hop++ {
+		seen[t.url.String()] = true
+		resp, err := f.get(ctx, t.url)
+		if err != nil {
+			return "", f.describe(ctx, t.url, err)
+		}
+		if !isRedirect(resp.StatusCode) {
+			defer resp.Body.Close()
+			return f.render(ctx, t.url, resp)
+		}
+		loc := resp.Header.Get("Location")
+		// Draining a little lets the server finish its write; the rest is
+		// thrown away with the connection.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+		resp.Body.Close()
+		if loc == "" {
+			return "", fmt.Errorf("%s answered %s without a Location", t.url.Redacted(), resp.Status)
+		}
+		next, err := t.url.Parse(loc)
+		if err != nil {
+			return "", fmt.Errorf("%s redirects to an invalid URL %q: %v", t.url.Redacted(), loc, err)
+		}
+		nt, err := f.checkParsed(next)
+		if err != nil {
+			return "", fmt.Errorf("redirect to %s refused: %w", next.Redacted(), err)
+		}
+		if t.url.Scheme == "https" && nt.url.Scheme == "http" {
+			return "", fmt.Errorf("redirect from https to plain http (%s) refused", nt.url.Redacted())
+		}
+		if seen[nt.url.String()] {
+			return "", fmt.Errorf("redirect loop: %s was already visited", nt.url.Redacted())
+		}
+		if hop+1 > maxRedirects {
+			return "", fmt.Errorf("more than %d redirects; the last pointed to %s", maxRedirects, nt.url.Redacted())
+		}
+		if nt.host != approvedHost {
+			ok, err := f.allowed(ctx, nt.host)
+			if err != nil {
+				return "", err
+			}
+			if !ok {
+				return "", &notFollowedError{to: nt.url.String()}
+			}
+		}
+		f.log.DebugContext(ctx, "web-fetch redirect", "from", t.url.Redacted(), "to", nt.url.Redacted())
+		t = nt
+	}
+}
+
+func isRedirect(code int) bool {
+	switch code {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther,
+		http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		return true
+	}
+	return false
+}
+
+func (f *Fetcher) get(ctx context.Context, u *url.URL) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("User-Agent", f.userAgent)
+	req.Header.Set("Accept", "text/html,application/xhtml+xml,text/plain;q=0.9,application/json;q=0.9,application/xml;q=0.8,text/*;q=0.7")
+	return f.client.Do(req)
+}
+
+// describe turns a transport error into one the model can act on.
+func (f *Fetcher) describe(ctx context.Context, u *url.URL, err error) error {
+	switch {
+	case errors.Is(err, ErrBlocked):
+		return fmt.Errorf("fetch %s refused: %w", u.Redacted(), unwrapBlocked(err))
+	case ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return fmt.Errorf("fetch %s: timed out after %s", u.Redacted(), f.timeout)
+	}
+	return fmt.Errorf("fetch %s: %w", u.Redacted(), err)
+}
+
+// unwrapBlocked finds the innermost error that still says why the
+// address was blocked, without the net and url wrappers around it.
+func unwrapBlocked(err error) error {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil || !errors.Is(next, ErrBlocked) || next == ErrBlocked {
+			return err
+		}
+		err = next
+	}
+}
+
+// render reads the body within the limits and turns it into text for the
+// model: HTML as Markdown; text, JSON and XML as they are.
+func (f *Fetcher) render(ctx context.Context, u *url.URL, resp *http.Response) (string, error) {
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return "", fmt.Errorf("fetch %s: the server answered %s", u.Redacted(), resp.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, f.maxBody+1))
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("fetch %s: timed out after %s while reading the body", u.Redacted(), f.timeout)
+		}
+		return "", fmt.Errorf("fetch %s: read body: %w", u.Redacted(), err)
+	}
+	bodyCut := int64(len(body)) > f.maxBody
+	if bodyCut {
+		body = body[:f.maxBody]
+	}
+
+	ctype := resp.Header.Get("Content-Type")
+	if ctype == "" {
+		ctype = http.DetectContentType(body)
+	}
+	media, _, err := mime.ParseMediaType(ctype)
+	if err != nil {
+		return "", fmt.Errorf("fetch %s: unreadable content type %q", u.Redacted(), ctype)
+	}
+	kind := contentKind(media)
+	if kind == kindOther {
+		return "", fmt.Errorf("fetch %s: content type %s cannot be read; only HTML, text, JSON and XML can", u.Redacted(), media)
+	}
+	if kind != kindJSON {
+		// Legacy charsets become UTF-8; HTML may name its charset in a
+		// meta tag, which DetermineEncoding reads.
+		enc, _, _ := charset.DetermineEncoding(body, ctype)
+		if dec, err := enc.NewDecoder().Bytes(body); err == nil {
+			body = dec
+		}
+	}
+	if bytes.IndexByte(body, 0) >= 0 {
+		return "", fmt.Errorf("fetch %s: the body is binary although it is labelled %s", u.Redacted(), media)
+	}
+	text := strings.ToValidUTF8(string(body), "\uFFFD")
+	if kind == kindHTML {
+		text, err = f.conv.ConvertString(text, converter.WithContext(ctx), converter.WithDomain(u.String()))
+		if err != nil {
+			return "", fmt.Errorf("fetch %s: convert HTML: %w", u.Redacted(), err)
+		}
+	}
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "Fetched %s (%s)\n", u.String(), media)
+	if bodyCut {
+		fmt.Fprintf(&b, "[The body was longer than %d bytes; only the first %d were read.]\n", f.maxBody, f.maxBody)
+	}
+	b.WriteString("\n")
+	if n := utf8.RuneCountInString(text); n > f.maxResult {
+		b.WriteString(cutRunes(text, f.maxResult))
+		fmt.Fprintf(&b, "\n\n[Cut: the content has %d characters; only the first %d are shown.]", n, f.maxResult)
+	} else {
+		b.WriteString(text)
+	}
+	return b.String(), nil
+}
+
+func cutRunes(s string, n int) string {
+	i := 0
+	for pos := range s {
+		if i == n {
+			return s[:pos]
+		}
+		i++
+	}
+	return s
+}
+
+type kind int
+
+const (
+	kindOther kind = iota
+	kindHTML
+	kindText
+	kindJSON
+)
+
+func contentKind(media string) kind {
+	switch {
+	case media == "text/html" || media == "application/xhtml+xml":
+		return kindHTML
+	case media == "application/json" || strings.HasSuffix(media, "+json"):
+		return kindJSON
+	case strings.HasPrefix(media, "text/"),
+		media == "application/xml" || strings.HasSuffix(media, "+xml"),
+		media == "application/javascript", media == "application/x-ndjson":
+		return kindText
+	}
+	return kindOther
+}
