@@ -1,0 +1,136 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"tollgate/prompt"
+)
+
+// SaveChat records that conversation conversationID is Telegram chat
+// chatID. Saving it again changes nothing; a new chatID replaces the old
+// one, as when Telegram migrates a group to a supergroup.
+func (db *DB) SaveChat(ctx context.Context, conversationID string, chatID int64) error {
+	if conversationID == "" {
+		return errors.New("save chat: empty conversation ID")
+	}
+	now := formatTime(db.now())
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO chats (conversation_id, chat_id, created_at, updated_at)
+			VALUES (?, ?, ?, ?)
+			ON CONFLICT (conversation_id) DO UPDATE
+			SET chat_id = excluded.chat_id, updated_at = excluded.updated_at
+			WHERE chat_id != excluded.chat_id`,
+			conversationID, chatID, now, now)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("save chat of %s: %w", conversationID, err)
+	}
+	return nil
+}
+
+// ChatOf returns the chat of a conversation, or an error wrapping
+// prompt.ErrNotFound.
+func (db *DB) ChatOf(ctx context.Context, conversationID string) (int64, error) {
+	var chatID int64
+	err := db.reader.QueryRowContext(ctx, `SELECT chat_id FROM chats WHERE conversation_id = ?`,
+		conversationID).Scan(&chatID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("chat of %s: %w", conversationID, prompt.ErrNotFound)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("chat of %s: %w", conversationID, err)
+	}
+	return chatID, nil
+}
+
+// AddApprovalMessage records that message messageID in chat chatID shows
+// approval approvalID. Recording it again changes nothing. Returns an
+// error wrapping prompt.ErrNotFound if there is no such approval, and an
+// error if the message is already recorded for another approval.
+func (db *DB) AddApprovalMessage(ctx context.Context, approvalID string, chatID int64, messageID int) error {
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		var one int
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM approvals WHERE id = ?`, approvalID).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return prompt.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO approval_messages (approval_id, chat_id, message_id, created_at)
+			VALUES (?, ?, ?, ?) ON CONFLICT (chat_id, message_id) DO NOTHING`,
+			approvalID, chatID, messageID, formatTime(db.now()))
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 1 {
+			return err
+		}
+		var shown string
+		err = tx.QueryRowContext(ctx, `SELECT approval_id FROM approval_messages WHERE chat_id = ? AND message_id = ?`,
+			chatID, messageID).Scan(&shown)
+		if err != nil {
+			return err
+		}
+		if shown != approvalID {
+			return fmt.Errorf("the message already shows approval %s", shown)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("add message %d in chat %d to approval %s: %w", messageID, chatID, approvalID, err)
+	}
+	return nil
+}
+
+// ApprovalMessages returns the chat and IDs of every message that shows
+// approvalID, oldest first; an error wrapping prompt.ErrNotFound if there
+// are none. Should copies sit in several chats, only the first chat's are
+// returned: an approval belongs to one conversation, hence one chat.
+func (db *DB) ApprovalMessages(ctx context.Context, approvalID string) (chatID int64, messageIDs []int, err error) {
+	rows, err := db.reader.QueryContext(ctx, `SELECT chat_id, message_id FROM approval_messages
+		WHERE approval_id = ? ORDER BY seq`, approvalID)
+	if err != nil {
+		return 0, nil, fmt.Errorf("messages of approval %s: %w", approvalID, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var chat int64
+		var msg int
+		if err := rows.Scan(&chat, &msg); err != nil {
+			return 0, nil, fmt.Errorf("messages of approval %s: %w", approvalID, err)
+		}
+		if len(messageIDs) == 0 {
+			chatID = chat
+		}
+		if chat == chatID {
+			messageIDs = append(messageIDs, msg)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return 0, nil, fmt.Errorf("messages of approval %s: %w", approvalID, err)
+	}
+	if len(messageIDs) == 0 {
+		return 0, nil, fmt.Errorf("messages of approval %s: %w", approvalID, prompt.ErrNotFound)
+	}
+	return chatID, messageIDs, nil
+}
+
+// ApprovalByMessage returns the approval shown by message messageID in
+// chat chatID, or an error wrapping prompt.ErrNotFound.
+func (db *DB) ApprovalByMessage(ctx context.Context, chatID int64, messageID int) (string, error) {
+	var id string
+	err := db.reader.QueryRowContext(ctx, `SELECT approval_id FROM approval_messages
+		WHERE chat_id = ? AND message_id = ?`, chatID, messageID).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("approval of message %d in chat %d: %w", messageID, chatID, prompt.ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("approval of message %d in chat %d: %w", messageID, chatID, err)
+	}
+	return id, nil
+}
