@@ -156,7 +156,9 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // Complete implements prompt.Model. It returns an *Error when the
-// endpoint fails, or ctx's error, wrapped, when ctx ends first.
+// endpoint fails, ctx's error (wrapped) when ctx ends first, and a plain
+// error for a request it cannot express, such as a tool name longer than
+// 64 characters once encoded (check names at start-up with WireName).
 func (m *Model) Complete(ctx context.Context, req prompt.Request) (prompt.Response, error) {
 	creq, err := m.request(req)
 	if err != nil {
