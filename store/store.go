@@ -139,6 +139,9 @@ func (db *DB) open(ctx context.Context, cfg config) error {
 	// Immediate: a write transaction takes the write lock at BEGIN, so it
 	// can never fail half-way on upgrading a read lock.
 	q.Set("_txlock", "immediate")
+	if err := db.probe(ctx); err != nil {
+		return err
+	}
 	var err error
 	db.writer, err = sql.Open("sqlite", db.path+"?"+q.Encode())
 	if err != nil {
@@ -182,11 +185,17 @@ func explainOpen(err error) error {
 
 const gooseTable = "goose_db_version"
 
-// migrate applies the embedded migrations, after refusing a database that
-// belongs to something else or to a newer Tollgate.
-func (db *DB) migrate(ctx context.Context) error {
+// probe refuses a file that is not a database, or is another program's,
+// before anything is written to it: even setting WAL mode rewrites the
+// header of a database that was not in WAL mode.
+func (db *DB) probe(ctx context.Context) error {
+	probe, err := sql.Open("sqlite", db.path+"?_query_only=1")
+	if err != nil {
+		return err
+	}
+	defer probe.Close()
 	var objects, hasGoose int
-	err := db.writer.QueryRowContext(ctx,
+	err = probe.QueryRowContext(ctx,
 		`SELECT count(*), count(*) FILTER (WHERE name = ?) FROM sqlite_schema`, gooseTable).
 		Scan(&objects, &hasGoose)
 	if err != nil {
@@ -195,6 +204,18 @@ func (db *DB) migrate(ctx context.Context) error {
 	if objects > 0 && hasGoose == 0 {
 		return errors.New("not a Tollgate database: it has tables but no migration history")
 	}
+	return nil
+}
+
+// migrate applies the embedded migrations, after refusing a database that
+// belongs to something else or to a newer Tollgate.
+func (db *DB) migrate(ctx context.Context) error {
+	var hasGoose bool
+	err := db.writer.QueryRowContext(ctx,
+		`SELECT count(*) > 0 FROM sqlite_schema WHERE name = ?`, gooseTable).Scan(&hasGoose)
+	if err != nil {
+		return err
+	}
 	p, err := goose.NewProvider(goose.DialectSQLite3, db.writer, migrations.FS,
 		goose.WithDisableGlobalRegistry(true))
 	if err != nil {
@@ -202,7 +223,7 @@ func (db *DB) migrate(ctx context.Context) error {
 	}
 	sources := p.ListSources()
 	known := sources[len(sources)-1].Version
-	if hasGoose > 0 {
+	if hasGoose {
 		current, err := p.GetDBVersion(ctx)
 		if err != nil {
 			return fmt.Errorf("read schema version: %w", err)
