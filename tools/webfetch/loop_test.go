@@ -1,0 +1,429 @@
+package webfetch_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"tollgate/prompt"
+	"tollgate/prompt/prompttest"
+	"tollgate/tools/webfetch"
+)
+
+// loopResolver points every name at loopback, where the test server is.
+type loopResolver struct{}
+
+func (loopResolver) LookupNetIP(context.Context, string, string) ([]netip.Addr, error) {
+	return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+}
+
+// harness runs the web-fetch tools through the real approval loop.
+type harness struct {
+	t     *testing.T
+	svc   *prompt.Service
+	model *prompttest.Model
+	store *webfetch.MemStore
+	port  string
+	hits  atomic.Int32
+
+	mu        sync.Mutex
+	approvals []prompt.ApprovalRequest
+}
+
+func newHarness(t *testing.T, seed []string, steps ...prompttest.Step) *harness {
+	t.Helper()
+	h := &harness{t: t, model: prompttest.NewModel(steps...), store: webfetch.NewMemStore()}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.hits.Add(1)
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprintf(w, "content of %s%s", r.Host, r.URL.Path)
+	}))
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	h.port = u.Port()
+	f, err := webfetch.New(context.Background(), webfetch.Config{
+		Store: h.store, Seed: seed, AllowPrivate: true, Resolver: loopResolver{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.svc, err = prompt.NewService(prompt.Config{Model: h.model, Store: prompt.NewMemStore(), Tools: f.Tools()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.svc.OnApprovalRequested(func(_ context.Context, _ *prompt.Completion, req prompt.ApprovalRequest) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.approvals = append(h.approvals, req)
+	})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := h.svc.Close(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	return h
+}
+
+func (h *harness) url(host, path string) string { return "http://" + host + ":" + h.port + path }
+
+func (h *harness) run(input string) *prompt.Completion {
+	h.t.Helper()
+	c, err := h.svc.Create(context.Background(), "chat-1", input)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.wait(c)
+	return c
+}
+
+func (h *harness) wait(c *prompt.Completion) {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Wait(ctx); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) lastApproval() prompt.ApprovalRequest {
+	h.t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.approvals) == 0 {
+		h.t.Fatal("no approval was requested")
+	}
+	return h.approvals[len(h.approvals)-1]
+}
+
+func (h *harness) approvalCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.approvals)
+}
+
+func fetchCall(id, u string) prompt.ToolCall {
+	return prompttest.Call(id, webfetch.ToolFetch, fmt.Sprintf(`{"url":%q}`, u))
+}
+
+func domainCall(id, tool, domain string) prompt.ToolCall {
+	return prompttest.Call(id, tool, fmt.Sprintf(`{"domain":%q}`, domain))
+}
+
+func result(t *testing.T, c *prompt.Completion, id string) *prompt.Result {
+	t.Helper()
+	p := c.Prompt()
+	for _, it := range p.Output {
+		if it.Call != nil && it.Call.ID == id {
+			if it.Call.Result == nil {
+				t.Fatalf("call %s has no result (status %s)", id, it.Call.Status)
+			}
+			return it.Call.Result
+		}
+	}
+	t.Fatalf("no call %s in prompt (state %s, error %q)", id, p.State, p.Error)
+	return nil
+}
+
+func wantState(t *testing.T, c *prompt.Completion, want prompt.State) {
+	t.Helper()
+	if p := c.Prompt(); p.State != want {
+		t.Fatalf("state %s (error %q); want %s", p.State, p.Error, want)
+	}
+}
+
+func TestListedFetchRunsWithoutApproval(t *testing.T) {
+	h := newHarness(t, []string{"example.com"})
+	h.model.Add(prompttest.Calls(fetchCall("c1", h.url("example.com", "/a"))), prompttest.Answer("read it"))
+	c := h.run("read example.com")
+	wantState(t, c, prompt.StateCompleted)
+	if r := result(t, c, "c1"); r.Type != prompt.ResultSuccess || !strings.Contains(r.Output, "content of example.com:"+h.port+"/a") {
+		t.Fatalf("result %+v", r)
+	}
+	if h.approvalCount() != 0 || h.hits.Load() != 1 {
+		t.Fatalf("approvals %d, hits %d; want 0, 1", h.approvalCount(), h.hits.Load())
+	}
+}
+
+func TestUnlistedFetchPausesThenRunsOnceAfterApproval(t *testing.T) {
+	h := newHarness(t, []string{"example.com"})
+	target := h.url("unlisted.example.org", "/page")
+	h.model.Add(prompttest.Calls(fetchCall("c1", target)), prompttest.Answer("done"))
+	c := h.run("read it")
+	wantState(t, c, prompt.StateWaiting)
+	req := h.lastApproval()
+	if want := `Domain "unlisted.example.org" is not on the allowlist. Approval required to fetch.`; req.Reason != want {
+		t.Fatalf("reason %q; want %q", req.Reason, want)
+	}
+	if h.hits.Load() != 0 {
+		t.Fatal("fetched before approval")
+	}
+	if err := h.svc.Approve(context.Background(), req.ApprovalID, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	h.wait(c)
+	wantState(t, c, prompt.StateCompleted)
+	if r := result(t, c, "c1"); r.Type != prompt.ResultSuccess || !strings.Contains(r.Output, "content of unlisted.example.org") {
+		t.Fatalf("result %+v", r)
+	}
+	if err := h.svc.Approve(context.Background(), req.ApprovalID, "alice"); !errors.Is(err, prompt.ErrNotPending) && !errors.Is(err, prompt.ErrNotFound) {
+		t.Fatalf("second approve: %v", err)
+	}
+	if h.hits.Load() != 1 {
+		t.Fatalf("hits %d; want exactly 1", h.hits.Load())
+	}
+
+	// The approval granted nothing for later calls.
+	h.model.Add(prompttest.Calls(fetchCall("c2", target)), prompttest.Answer("again"))
+	c2 := h.run("read it again")
+	wantState(t, c2, prompt.StateWaiting)
+	if h.hits.Load() != 1 || h.approvalCount() != 2 {
+		t.Fatalf("hits %d approvals %d; the second call must ask again", h.hits.Load(), h.approvalCount())
+	}
+}
+
+func TestUnlistedFetchNeverRunsAfterRejection(t *testing.T) {
+	h := newHarness(t, nil)
+	h.model.Add(prompttest.Calls(fetchCall("c1", h.url("unlisted.example.org", "/"))), prompttest.Answer("ok"))
+	c := h.run("read it")
+	req := h.lastApproval()
+	if err := h.svc.Reject(context.Background(), req.ApprovalID, "no", "bob"); err != nil {
+		t.Fatal(err)
+	}
+	h.wait(c)
+	wantState(t, c, prompt.StateCompleted)
+	if r := result(t, c, "c1"); r.Type != prompt.ResultError || !strings.HasPrefix(r.Error, prompt.RejectedPrefix) {
+		t.Fatalf("result %+v", r)
+	}
+	if h.hits.Load() != 0 {
+		t.Fatalf("rejected fetch reached the server %d times", h.hits.Load())
+	}
+}
+
+func TestAddDomainThenFetchWithoutApproval(t *testing.T) {
+	h := newHarness(t, nil)
+	h.model.Add(
+		prompttest.Calls(domainCall("c1", webfetch.ToolAddDomain, "Docs.Example.org.")),
+		prompttest.Calls(fetchCall("c2", h.url("docs.example.org", "/guide"))),
+		prompttest.Answer("done"),
+	)
+	c := h.run("add docs and read")
+	wantState(t, c, prompt.StateWaiting)
+	req := h.lastApproval()
+	if req.Reason != webfetch.AddDomainReason || req.ToolName != webfetch.ToolAddDomain {
+		t.Fatalf("request %+v", req)
+	}
+	if _, listed := h.store.AddedBy("docs.example.org"); listed {
+		t.Fatal("added before approval")
+	}
+	if err := h.svc.Approve(context.Background(), req.ApprovalID, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	h.wait(c)
+	wantState(t, c, prompt.StateCompleted)
+	if r := result(t, c, "c1"); r.Output != "Added docs.example.org to the allowlist." {
+		t.Fatalf("add result %+v", r)
+	}
+	if by, ok := h.store.AddedBy("docs.example.org"); !ok || !strings.Contains(by, c.ID()) {
+		t.Fatalf("added by %q, %v", by, ok)
+	}
+	if r := result(t, c, "c2"); r.Type != prompt.ResultSuccess || h.approvalCount() != 1 {
+		t.Fatalf("fetch result %+v after %d approvals", r, h.approvalCount())
+	}
+}
+
+func TestAddDomainInvalidAsksNobody(t *testing.T) {
+	h := newHarness(t, nil)
+	h.model.Add(
+		prompttest.Calls(
+			domainCall("c1", webfetch.ToolAddDomain, "co.uk"),
+			domainCall("c2", webfetch.ToolAddDomain, "127.0.0.1"),
+			domainCall("c3", webfetch.ToolAddDomain, "localhost"),
+		),
+		prompttest.Answer("cannot"),
+	)
+	c := h.run("add these")
+	wantState(t, c, prompt.StateCompleted)
+	for id, want := range map[string]string{"c1": "public suffix", "c2": "IP address", "c3": "special-use"} {
+		if r := result(t, c, id); r.Type != prompt.ResultError || !strings.Contains(r.Error, want) {
+			t.Errorf("%s: result %+v; want error containing %q", id, r, want)
+		}
+	}
+	if h.approvalCount() != 0 {
+		t.Fatalf("%d approvals asked for invalid domains", h.approvalCount())
+	}
+	if d, _ := h.store.Domains(context.Background()); len(d) != 0 {
+		t.Fatalf("allowlist changed: %v", d)
+	}
+}
+
+func TestAddDomainAlreadyListedSaysSo(t *testing.T) {
+	h := newHarness(t, []string{"example.com"})
+	h.model.Add(prompttest.Calls(domainCall("c1", webfetch.ToolAddDomain, "EXAMPLE.com")), prompttest.Answer("ok"))
+	c := h.run("add")
+	if err := h.svc.Approve(context.Background(), h.lastApproval().ApprovalID, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	h.wait(c)
+	if r := result(t, c, "c1"); r.Type != prompt.ResultSuccess || r.Output != "example.com is already on the allowlist; nothing changed." {
+		t.Fatalf("result %+v", r)
+	}
+	if by, _ := h.store.AddedBy("example.com"); by != webfetch.SeededBy {
+		t.Fatalf("entry rewritten: added by %q", by)
+	}
+}
+
+func TestListAndRemoveDomainsNeedNoApproval(t *testing.T) {
+	h := newHarness(t, []string{"example.com", "*.docs.example.org", "localhost"})
+	h.model.Add(
+		prompttest.Calls(
+			prompttest.Call("c1", webfetch.ToolListDomains, `{}`),
+			domainCall("c2", webfetch.ToolRemoveDomain, "Example.COM"),
+			domainCall("c3", webfetch.ToolRemoveDomain, "never-listed.example.com"),
+			domainCall("c4", webfetch.ToolRemoveDomain, "https://x/"),
+			prompttest.Call("c5", webfetch.ToolListDomains, ``),
+			fetchCall("c6", h.url("example.com", "/")),
+		),
+		prompttest.Answer("ok"),
+	)
+	c := h.run("tidy up")
+	wantState(t, c, prompt.StateWaiting) // only c6: example.com is no longer listed
+	if r := result(t, c, "c1"); r.Output != "Allowed domains:\n*.docs.example.org\nexample.com\nlocalhost" {
+		t.Fatalf("list %+v", r)
+	}
+	if r := result(t, c, "c2"); !strings.HasPrefix(r.Output, "Removed example.com from the allowlist.") ||
+		!strings.Contains(r.Output, "returns at the next start") {
+		t.Fatalf("remove %+v", r)
+	}
+	if r := result(t, c, "c3"); r.Output != "never-listed.example.com was not on the allowlist; nothing changed." {
+		t.Fatalf("remove unlisted %+v", r)
+	}
+	if r := result(t, c, "c4"); r.Type != prompt.ResultError || !strings.Contains(r.Error, "is a URL") {
+		t.Fatalf("remove URL %+v", r)
+	}
+	if r := result(t, c, "c5"); r.Output != "Allowed domains:\n*.docs.example.org\nlocalhost" {
+		t.Fatalf("list after remove %+v", r)
+	}
+	if req := h.lastApproval(); req.ToolCallID != "c6" || h.approvalCount() != 1 {
+		t.Fatalf("approvals %d, last %+v", h.approvalCount(), req)
+	}
+}
+
+func TestFetchGateRefusalIsAnErrorResultWithoutApproval(t *testing.T) {
+	h := newHarness(t, nil)
+	h.model.Add(prompttest.Calls(fetchCall("c1", "file:///etc/passwd")), prompttest.Answer("no"))
+	c := h.run("read")
+	wantState(t, c, prompt.StateCompleted)
+	if r := result(t, c, "c1"); r.Type != prompt.ResultError || !strings.Contains(r.Error, "only http and https") {
+		t.Fatalf("result %+v", r)
+	}
+	if h.approvalCount() != 0 {
+		t.Fatal("a human was asked about a file URL")
+	}
+}
+
+func TestNewSeedsTheAllowlist(t *testing.T) {
+	st := webfetch.NewMemStore()
+	var logs bytes.Buffer
+	cfg := webfetch.Config{
+		Store:        st,
+		Seed:         []string{" Example.COM. ", "", "*.Docs.example.org", "localhost", "127.0.0.1", "[::1]"},
+		AllowPrivate: true,
+		Logger:       slog.New(slog.NewTextHandler(&logs, nil)),
+	}
+	for range 2 { // seeding again at the next start changes nothing
+		if _, err := webfetch.New(context.Background(), cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, _ := st.Domains(context.Background())
+	if want := "*.docs.example.org 127.0.0.1 ::1 example.com localhost"; strings.Join(got, " ") != want {
+		t.Fatalf("domains %v; want %s", got, want)
+	}
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "WEBFETCH_ALLOW_PRIVATE") {
+		t.Fatalf("no warning about AllowPrivate in %q", logs.String())
+	}
+}
+
+func TestNewRefusesMalformedSeedNamingIt(t *testing.T) {
+	for _, bad := range []string{"https://example.com", "example.com:8080", "exa mple.com", "*.*.x.com", "127.1"} {
+		st := webfetch.NewMemStore()
+		_, err := webfetch.New(context.Background(), webfetch.Config{Store: st, Seed: []string{"good.example.com", bad}})
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%q", bad)) {
+			t.Errorf("seed %q: error %v; want one naming it", bad, err)
+		}
+		if d, _ := st.Domains(context.Background()); len(d) != 0 {
+			t.Errorf("seed %q: store changed to %v despite the error", bad, d)
+		}
+	}
+}
+
+type failingStore struct{ webfetch.Store }
+
+func (failingStore) AddDomain(context.Context, string, string) (bool, error) {
+	return false, errors.New("disk full")
+}
+
+func (failingStore) Domains(context.Context) ([]string, error) { return nil, errors.New("disk full") }
+
+func TestStoreErrorsAreReported(t *testing.T) {
+	_, err := webfetch.New(context.Background(), webfetch.Config{Store: failingStore{}, Seed: []string{"example.com"}})
+	if err == nil || !strings.Contains(err.Error(), "disk full") || !strings.Contains(err.Error(), "example.com") {
+		t.Fatalf("error %v", err)
+	}
+	f, err := webfetch.New(context.Background(), webfetch.Config{Store: failingStore{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range f.Tools() {
+		if tool.Name != webfetch.ToolFetch {
+			continue
+		}
+		_, err := tool.Gate(context.Background(), []byte(`{"url":"https://example.com/"}`))
+		if err == nil || !strings.Contains(err.Error(), "read the allowlist: disk full") {
+			t.Fatalf("gate error %v", err)
+		}
+	}
+}
+
+func TestNewChecksConfig(t *testing.T) {
+	if _, err := webfetch.New(context.Background(), webfetch.Config{}); err == nil {
+		t.Error("no Store accepted")
+	}
+	if _, err := webfetch.New(context.Background(), webfetch.Config{Store: webfetch.NewMemStore(), Timeout: -time.Second}); err == nil {
+		t.Error("negative Timeout accepted")
+	}
+}
+
+func TestToolsAreNamedAndGatedAsSpecified(t *testing.T) {
+	f, err := webfetch.New(context.Background(), webfetch.Config{Store: webfetch.NewMemStore()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gated := map[string]bool{}
+	for _, tool := range f.Tools() {
+		gated[tool.Name] = tool.Gate != nil
+	}
+	want := map[string]bool{
+		webfetch.ToolFetch: true, webfetch.ToolAddDomain: true,
+		webfetch.ToolListDomains: false, webfetch.ToolRemoveDomain: false,
+	}
+	if fmt.Sprint(gated) != fmt.Sprint(want) {
+		t.Fatalf("tools %v; want %v", gated, want)
+	}
+	if _, err := prompt.NewService(prompt.Config{Model: prompttest.NewModel(), Store: prompt.NewMemStore(), Tools: f.Tools()}); err != nil {
+		t.Fatalf("the service refuses the tools: %v", err)
+	}
+}
