@@ -529,7 +529,7 @@ func TestCompleteUnreachableEndpoint(t *testing.T) {
 func TestCompleteTimesOutEachAttempt(t *testing.T) {
 	srv := llmtest.NewServer(t)
 	srv.Add(llmtest.Reply{Text: "too late", Delay: time.Minute}, llmtest.Text("in time"))
-	m, sl := newModel(t, llm.Config{BaseURL: srv.URL(), Timeout: 100 * time.Millisecond})
+	m, sl := newModel(t, llm.Config{BaseURL: srv.URL(), Timeout: 300 * time.Millisecond})
 	resp, err := m.Complete(t.Context(), userRequest("hi"))
 	if err != nil || resp.Text != "in time" {
 		t.Fatalf("Complete = %+v, %v", resp, err)
@@ -539,9 +539,9 @@ func TestCompleteTimesOutEachAttempt(t *testing.T) {
 	}
 
 	srv.Add(llmtest.Reply{Delay: time.Minute})
-	m, _ = newModel(t, llm.Config{BaseURL: srv.URL(), Timeout: 100 * time.Millisecond, MaxRetries: -1})
+	m, _ = newModel(t, llm.Config{BaseURL: srv.URL(), Timeout: 300 * time.Millisecond, MaxRetries: -1})
 	_, err = m.Complete(t.Context(), userRequest("hi"))
-	if want := "the model endpoint at " + srv.URL() + " did not answer within 100ms"; err == nil || err.Error() != want {
+	if want := "the model endpoint at " + srv.URL() + " did not answer within 300ms"; err == nil || err.Error() != want {
 		t.Fatalf("err = %v\nwant %s", err, want)
 	}
 }
