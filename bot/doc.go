@@ -1,0 +1,20 @@
+// Package bot is Tollgate's Telegram front end, on github.com/go-telegram/bot:
+// each chat is one conversation with the agent, and every gated tool call
+// becomes a message with ✅ Approve and ❌ Reject buttons.
+//
+// The bot talks to the agent through Service (satisfied by *prompt.Service)
+// and keeps which chat a conversation is and which messages show an approval
+// in a Store, so that buttons keep working across restarts.
+//
+// # Concurrency and ordering
+//
+// A Bot is safe for concurrent use. Each update is handled in its own
+// goroutine, so presses and messages race: decisions rely on the service's
+// compare-and-set, so a double tap decides once. Events from the service
+// (approval requested, prompt completed) are handed to goroutines of the
+// bot; those that arrive between New and Run are queued and sent when Run
+// starts. Messages to Telegram all go through one paced, retrying path, so
+// the order of messages to one chat is the order of their sends only within
+// one goroutine. Run owns every goroutine the bot starts and returns after
+// they have all stopped.
+package bot

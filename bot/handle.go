@@ -1,0 +1,421 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	tgbot "github.com/go-telegram/bot"
+	"github.com/go-telegram/bot/models"
+
+	"tollgate/prompt"
+)
+
+func (b *Bot) handleUpdate(ctx context.Context, upd *models.Update) {
+	switch {
+	case upd.Message != nil:
+		b.handleMessage(ctx, upd.Message)
+	case upd.CallbackQuery != nil:
+		b.handleCallback(ctx, upd.CallbackQuery)
+	}
+}
+
+// who names a Telegram user in decisions and logs.
+func who(u models.User) string {
+	name := strings.TrimSpace(u.FirstName + " " + u.LastName)
+	if name == "" && u.Username != "" {
+		name = "@" + u.Username
+	}
+	if name == "" {
+		return fmt.Sprintf("user %d", u.ID)
+	}
+	return fmt.Sprintf("%s (%d)", name, u.ID)
+}
+
+const internalError = "Something went wrong on my side; please try again."
+
+func (b *Bot) handleMessage(ctx context.Context, m *models.Message) {
+	if m.From == nil {
+		return // channel posts have no sender to check
+	}
+	chat := m.Chat.ID
+	if !b.allowed[m.From.ID] {
+		b.log.Info("message from a user not allowed", "user", m.From.ID, "chat", chat)
+		b.note(ctx, chat, m.ID, fmt.Sprintf("Sorry, you are not allowed to use this bot. Your Telegram user ID is <code>%d</code>; "+
+			"the owner can add it to TELEGRAM_ALLOWED_USERS.", m.From.ID))
+		return
+	}
+	conv := conversationOf(chat)
+	if err := b.cfg.Store.SaveChat(ctx, conv, chat); err != nil {
+		b.log.Error("save chat", "chat", chat, "err", err)
+	}
+	if m.Text == "" {
+		b.note(ctx, chat, m.ID, "I can only read text messages.")
+		return
+	}
+	if cmd, ok := b.command(m); ok {
+		b.handleCommand(ctx, m, cmd)
+		return
+	}
+	if r := m.ReplyToMessage; r != nil {
+		id, err := b.cfg.Store.ApprovalByMessage(ctx, chat, r.ID)
+		switch {
+		case err == nil:
+			b.rejectByReply(ctx, m, id)
+			return
+		case !errors.Is(err, prompt.ErrNotFound):
+			b.log.Error("find approval of a replied message", "chat", chat, "err", err)
+		}
+	}
+	_, err := b.cfg.Service.Create(ctx, conv, m.Text)
+	switch {
+	case err == nil:
+		b.startTyping(chat, conv)
+	case errors.Is(err, prompt.ErrBusy):
+		b.busy(ctx, chat, conv, m.ID)
+	case errors.Is(err, prompt.ErrClosed):
+		b.note(ctx, chat, m.ID, "Tollgate is shutting down; please send that again in a minute.")
+	default:
+		b.log.Error("create prompt", "conversation", conv, "err", err)
+		b.note(ctx, chat, m.ID, internalError)
+	}
+}
+
+// command returns the bot command a message starts with, without the
+// "@botname" Telegram adds in groups.
+func (b *Bot) command(m *models.Message) (string, bool) {
+	if len(m.Entities) == 0 || m.Entities[0].Type != models.MessageEntityTypeBotCommand || m.Entities[0].Offset != 0 {
+		return "", false
+	}
+	cmd, _, _ := strings.Cut(m.Text, " ")
+	cmd, _, _ = strings.Cut(cmd, "\n")
+	cmd, at, found := strings.Cut(cmd, "@")
+	b.mu.Lock()
+	name := b.botName
+	b.mu.Unlock()
+	if found && name != "" && !strings.EqualFold(at, name) {
+		return "", false // meant for another bot in the group
+	}
+	return strings.ToLower(cmd), true
+}
+
+// busy tells the user the chat already has a prompt, replying to its
+// pending request when there is one so that it is one tap away.
+func (b *Bot) busy(ctx context.Context, chat int64, conv string, msgID int) {
+	text := "I am still working on your previous message."
+	replyTo := msgID
+	if c := b.cfg.Service.ActiveIn(conv); c != nil {
+		if req, ok := c.PendingRequest(); ok {
+			h := &htmlText{}
+			h.text(" It is waiting for your decision on ").wrap("code", oneLine(req.ToolName)).text(": this request (or send /pending).")
+			text += h.b.String()
+			if _, ids, err := b.cfg.Store.ApprovalMessages(ctx, req.ApprovalID); err == nil && len(ids) > 0 {
+				replyTo = ids[len(ids)-1]
+			}
+		}
+	}
+	b.note(ctx, chat, replyTo, text+" Send /cancel to stop it.")
+}
+
+func (b *Bot) handleCommand(ctx context.Context, m *models.Message, cmd string) {
+	chat, conv := m.Chat.ID, conversationOf(m.Chat.ID)
+	switch cmd {
+	case "/start", "/help":
+		b.note(ctx, chat, 0, b.helpText())
+	case "/pending":
+		c := b.cfg.Service.ActiveIn(conv)
+		if c == nil {
+			b.note(ctx, chat, m.ID, "Nothing is waiting for your approval.")
+			return
+		}
+		req, ok := c.PendingRequest()
+		if !ok {
+			b.note(ctx, chat, m.ID, "Nothing is waiting for your approval; I am still working on your message.")
+			return
+		}
+		if err := b.sendApproval(ctx, req); err != nil {
+			b.note(ctx, chat, m.ID, "I could not send the request; try /pending again.")
+		}
+	case "/cancel":
+		c := b.cfg.Service.ActiveIn(conv)
+		if c == nil {
+			b.note(ctx, chat, m.ID, "Nothing to cancel.")
+			return
+		}
+		req, pending := c.PendingRequest()
+		by := who(*m.From)
+		err := c.Cancel(ctx, by)
+		switch {
+		case errors.Is(err, prompt.ErrNotPending):
+			b.note(ctx, chat, m.ID, "Nothing to cancel.")
+		case err != nil:
+			b.log.Error("cancel prompt", "conversation", conv, "err", err)
+			b.note(ctx, chat, m.ID, internalError)
+		case pending:
+			// The completed event tells the user; here only the buttons go.
+			b.editApproval(ctx, req.ApprovalID, &req, nil, outcomeLine("🚫", "Cancelled", by, b.cfg.Now(), ""))
+		}
+	default:
+		b.note(ctx, chat, m.ID, "I do not know that command. Send /help for the list.")
+	}
+}
+
+func (b *Bot) helpText() string {
+	h := &htmlText{}
+	h.wrap("b", "Tollgate").text(" runs an AI agent for you. Send a message and it works on it; " +
+		"before it uses a risky tool it asks here, and nothing runs until you press ✅ Approve. " +
+		"Press ❌ Reject, or reply to the request with a note, to refuse; the agent is told why.\n\n")
+	gated := b.cfg.Service.Gated()
+	if len(gated) == 0 {
+		h.text("No tool needs approval right now.")
+	} else {
+		h.text("Tools that need your approval:")
+		for _, g := range gated {
+			h.text("\n• " + oneLine(g))
+		}
+	}
+	h.text("\n\nCommands:\n/pending: show the request waiting for you\n/cancel: stop the current request\n/help: this message")
+	return h.b.String()
+}
+
+// startTyping shows "typing…" in the chat while the conversation's prompt
+// runs; it stops when the prompt waits for a human or ends.
+func (b *Bot) startTyping(chat int64, conv string) {
+	b.mu.Lock()
+	if b.typing[chat] || b.state != running {
+		b.mu.Unlock()
+		return
+	}
+	b.typing[chat] = true
+	b.goLocked(func(ctx context.Context) {
+		defer func() {
+			b.mu.Lock()
+			delete(b.typing, chat)
+			b.mu.Unlock()
+		}()
+		for {
+			c := b.cfg.Service.ActiveIn(conv)
+			if c == nil || c.Prompt().State != prompt.StateRunning {
+				return
+			}
+			// One attempt: a missed "typing…" is not worth a retry.
+			if err := b.lim.wait(ctx, 0, paceGlobal); err != nil {
+				return
+			}
+			if _, err := b.tg.SendChatAction(ctx, &tgbot.SendChatActionParams{ChatID: chat, Action: models.ChatActionTyping}); err != nil {
+				b.log.Debug("send typing", "chat", chat, "err", err)
+			}
+			if sleep(ctx, b.cfg.Limits.Typing) != nil {
+				return
+			}
+		}
+	})
+	b.mu.Unlock()
+}
+
+// sendApproval sends a request with its buttons (and its input as a
+// document when it does not fit) and records the message, so that a press
+// on it, even after a restart, finds the approval. A failure is logged and
+// leaves the approval pending: /pending and the next start send it again.
+func (b *Bot) sendApproval(ctx context.Context, req prompt.ApprovalRequest) error {
+	chat, err := b.chatOf(ctx, req.ConversationID)
+	if err != nil {
+		b.log.Error("approval request not sent; it stays pending", "approval", req.ApprovalID, "err", err)
+		return err
+	}
+	view := renderApproval(req)
+	id, err := b.send(ctx, message{chat: chat, html: view.HTML, markup: approvalKeyboard(req.ApprovalID)})
+	if err != nil {
+		b.log.Error("approval request not sent; it stays pending and is sent again by /pending and on the next start",
+			"approval", req.ApprovalID, "chat", chat, "err", err)
+		return err
+	}
+	if err := b.cfg.Store.AddApprovalMessage(ctx, req.ApprovalID, chat, id); err != nil {
+		b.log.Error("record approval message", "approval", req.ApprovalID, "message", id, "err", err)
+	}
+	if view.Document != nil {
+		caption := fmt.Sprintf("Full input of %s (%d characters)", oneLine(req.ToolName), utf16Len(string(view.Document)))
+		if err := b.sendDocument(ctx, chat, id, "input-"+req.ApprovalID+".json", view.Document, caption); err != nil {
+			b.log.Error("send approval input document", "approval", req.ApprovalID, "err", err)
+			b.note(ctx, chat, id, "I could not attach the full input of this request; reject it if you cannot judge it.")
+		}
+	}
+	return nil
+}
+
+// sendResult sends a finished prompt's answer, or why it failed.
+func (b *Bot) sendResult(ctx context.Context, p *prompt.Prompt) {
+	chat, err := b.chatOf(ctx, p.ConversationID)
+	if err != nil {
+		b.log.Error("answer not sent", "prompt", p.ID, "err", err)
+		return
+	}
+	var chunks []chunk
+	switch {
+	case p.State == prompt.StateFailed:
+		h := &htmlText{}
+		h.text("⚠️ " + answerVisible(p.Error))
+		chunks = []chunk{{HTML: h.b.String(), Plain: "⚠️ " + p.Error}}
+	case strings.TrimSpace(p.FinalText()) == "":
+		chunks = []chunk{{HTML: "The agent finished without an answer."}}
+	default:
+		chunks = renderAnswer(p.FinalText())
+	}
+	for _, c := range chunks {
+		if _, err := b.send(ctx, message{chat: chat, html: c.HTML, plain: c.Plain}); err != nil {
+			b.log.Error("answer not sent", "prompt", p.ID, "chat", chat, "err", err)
+			return
+		}
+	}
+}
+
+var callbackData = regexp.MustCompile(`^([ar]):([A-Za-z0-9_-]{1,32})$`)
+
+// handleCallback decides an approval from a button press. The checks run
+// before anything changes: the presser is allowed, the data names an
+// approval, and the pressed message is one that shows it.
+func (b *Bot) handleCallback(ctx context.Context, q *models.CallbackQuery) {
+	const expired = "This approval request has expired."
+	if !b.allowed[q.From.ID] {
+		b.log.Info("press from a user not allowed", "user", q.From.ID)
+		b.answerCallback(ctx, q.ID, "You are not allowed to decide this.")
+		return
+	}
+	var chat int64
+	var msgID int
+	var pressed *models.Message
+	switch {
+	case q.Message.Message != nil:
+		pressed = q.Message.Message
+		chat, msgID = pressed.Chat.ID, pressed.ID
+	case q.Message.InaccessibleMessage != nil:
+		chat, msgID = q.Message.InaccessibleMessage.Chat.ID, q.Message.InaccessibleMessage.MessageID
+	}
+	parts := callbackData.FindStringSubmatch(q.Data)
+	if parts == nil || chat == 0 {
+		b.answerCallback(ctx, q.ID, expired)
+		return
+	}
+	approve, id := parts[1] == "a", parts[2]
+	switch shown, err := b.cfg.Store.ApprovalByMessage(ctx, chat, msgID); {
+	case err == nil && shown != id:
+		b.log.Warn("press with data of another approval", "chat", chat, "message", msgID)
+		b.answerCallback(ctx, q.ID, expired)
+		return
+	case errors.Is(err, prompt.ErrNotFound):
+		// A copy not (yet) recorded still counts if the approval belongs
+		// to this chat: pending in its conversation, or shown in it.
+		if !b.pendingIn(chat, id) {
+			c, _, err := b.cfg.Store.ApprovalMessages(ctx, id)
+			if err != nil || c != chat {
+				b.answerCallback(ctx, q.ID, expired)
+				return
+			}
+		}
+	case err != nil:
+		b.log.Error("find approval of a pressed message", "chat", chat, "err", err)
+		b.answerCallback(ctx, q.ID, internalError)
+		return
+	}
+	conv := conversationOf(chat)
+	var req *prompt.ApprovalRequest
+	if c := b.cfg.Service.ActiveIn(conv); c != nil {
+		if r, ok := c.PendingRequest(); ok && r.ApprovalID == id {
+			req = &r
+		}
+	}
+	by := who(q.From)
+	var err error
+	if approve {
+		err = b.cfg.Service.Approve(ctx, id, by)
+	} else {
+		err = b.cfg.Service.Reject(ctx, id, "rejected with the button, no reason given", by)
+	}
+	switch {
+	case errors.Is(err, prompt.ErrNotPending):
+		b.answerCallback(ctx, q.ID, "Already decided")
+		return
+	case errors.Is(err, prompt.ErrNotFound):
+		b.answerCallback(ctx, q.ID, expired)
+		return
+	case err != nil:
+		b.log.Error("decide approval", "approval", id, "err", err)
+		b.answerCallback(ctx, q.ID, internalError)
+		return
+	}
+	line := outcomeLine("❌", "Rejected", by, b.cfg.Now(), "")
+	if approve {
+		b.answerCallback(ctx, q.ID, "Approved")
+		line = outcomeLine("✅", "Approved", by, b.cfg.Now(), "")
+	} else {
+		b.answerCallback(ctx, q.ID, "Rejected")
+	}
+	b.editApproval(ctx, id, req, pressed, line)
+	b.startTyping(chat, conv)
+}
+
+// rejectByReply rejects an approval with the reply's text as feedback for
+// the model.
+func (b *Bot) rejectByReply(ctx context.Context, m *models.Message, id string) {
+	chat, conv, by := m.Chat.ID, conversationOf(m.Chat.ID), who(*m.From)
+	var req *prompt.ApprovalRequest
+	if c := b.cfg.Service.ActiveIn(conv); c != nil {
+		if r, ok := c.PendingRequest(); ok && r.ApprovalID == id {
+			req = &r
+		}
+	}
+	err := b.cfg.Service.Reject(ctx, id, m.Text, by)
+	switch {
+	case errors.Is(err, prompt.ErrNotPending), errors.Is(err, prompt.ErrNotFound):
+		b.note(ctx, chat, m.ID, "That request was already decided.")
+		return
+	case err != nil:
+		b.log.Error("reject approval", "approval", id, "err", err)
+		b.note(ctx, chat, m.ID, internalError)
+		return
+	}
+	b.editApproval(ctx, id, req, m.ReplyToMessage, outcomeLine("❌", "Rejected", by, b.cfg.Now(), m.Text))
+	b.note(ctx, chat, m.ID, "Rejected; your note goes to the agent.")
+	b.startTyping(chat, conv)
+}
+
+// editApproval removes the buttons from every copy of a decided request and
+// adds the outcome line. The text is rebuilt from the request when it is at
+// hand, else taken from the message shown (its formatting is then lost).
+func (b *Bot) editApproval(ctx context.Context, id string, req *prompt.ApprovalRequest, shown *models.Message, line string) {
+	chat, ids, err := b.cfg.Store.ApprovalMessages(ctx, id)
+	if err != nil {
+		if shown == nil {
+			b.log.Error("find approval messages", "approval", id, "err", err)
+			return
+		}
+		chat, ids = shown.Chat.ID, []int{shown.ID}
+	}
+	var base string
+	switch {
+	case req != nil:
+		base = renderApproval(*req).HTML
+	case shown != nil && shown.Text != "":
+		base = escapeHTML(visible(shown.Text))
+	default:
+		base = "🔐 Approval request " + escapeHTML(id)
+	}
+	for _, msgID := range ids {
+		if err := b.edit(ctx, chat, msgID, base+line); err != nil {
+			b.log.Warn("edit approval message", "approval", id, "message", msgID, "err", err)
+		}
+	}
+}
+
+// pendingIn reports whether approval id is the one the chat's prompt waits
+// for.
+func (b *Bot) pendingIn(chat int64, id string) bool {
+	c := b.cfg.Service.ActiveIn(conversationOf(chat))
+	if c == nil {
+		return false
+	}
+	req, ok := c.PendingRequest()
+	return ok && req.ApprovalID == id
+}

@@ -1,0 +1,347 @@
+package bot
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf16"
+
+	"tollgate/prompt"
+)
+
+// maxText is Telegram's limit on a message's text after entity parsing, in
+// UTF-16 code units (the unit Telegram counts in).
+const maxText = 4096
+
+// outcomeRoom is kept free in an approval message for the outcome line
+// added when it is decided.
+const outcomeRoom = 400
+
+func utf16Len(s string) int {
+	n := 0
+	for _, r := range s {
+		n += utf16.RuneLen(r)
+	}
+	return n
+}
+
+// escapeHTML escapes what Telegram's HTML parser treats as markup.
+func escapeHTML(s string) string {
+	if !strings.ContainsAny(s, "<>&") {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch r {
+		case '<':
+			b.WriteString("&lt;")
+		case '>':
+			b.WriteString("&gt;")
+		case '&':
+			b.WriteString("&amp;")
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// isBidi reports the bidi embedding, override and isolate controls, which
+// can make text display in an order other than the one it is read in.
+func isBidi(r rune) bool {
+	return (r >= 0x202A && r <= 0x202E) || (r >= 0x2066 && r <= 0x2069) || r == 0x200E || r == 0x200F || r == 0x061C
+}
+
+// isInvisible reports characters that show nothing, so that two different
+// arguments could look the same.
+func isInvisible(r rune) bool {
+	switch {
+	case r == '\n' || r == '\t':
+		return false
+	case isBidi(r), r >= 0x200B && r <= 0x200D, r >= 0x2060 && r <= 0x2064, r == 0xFEFF, r == 0x00AD, r == 0x180E, r == 0x034F:
+		return true
+	}
+	return unicode.IsControl(r) || unicode.In(r, unicode.Cf)
+}
+
+func marker(r rune) string { return fmt.Sprintf("[U+%04X]", r) }
+
+// visible replaces invisible and direction-changing characters with a
+// marker naming them, so that what a human approves is what runs.
+func visible(s string) string {
+	if strings.IndexFunc(s, isInvisible) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if isInvisible(r) {
+			b.WriteString(marker(r))
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// oneLine is visible for a value shown on one line: a newline in it is
+// shown as ⏎, so it cannot start a line of its own such as "✅ Approved".
+func oneLine(s string) string {
+	return strings.ReplaceAll(visible(s), "\n", "⏎")
+}
+
+// answerVisible makes only bidi controls visible: model answers may carry
+// zero-width joiners that emoji need.
+func answerVisible(s string) string {
+	if strings.IndexFunc(s, isBidi) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if isBidi(r) {
+			b.WriteString(marker(r))
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// htmlText builds Telegram HTML and counts the characters Telegram will
+// count once the markup is parsed.
+type htmlText struct {
+	b strings.Builder
+	n int
+}
+
+func (h *htmlText) text(s string) *htmlText {
+	h.b.WriteString(escapeHTML(s))
+	h.n += utf16Len(s)
+	return h
+}
+
+func (h *htmlText) tag(s string) *htmlText {
+	h.b.WriteString(s)
+	return h
+}
+
+func (h *htmlText) wrap(tag, s string) *htmlText {
+	return h.tag("<" + tag + ">").text(s).tag("</" + tag + ">")
+}
+
+// approvalView is an approval request as shown in the chat.
+type approvalView struct {
+	HTML string
+	// Document is the whole input when it does not fit in the message;
+	// nil when it does.
+	Document []byte
+}
+
+// prettyInput indents the input as it was sent, without decoding it, so
+// duplicate keys and number spellings stay exactly as the tool sees them.
+func prettyInput(raw json.RawMessage) string {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, raw, "", "  "); err != nil {
+		return string(raw)
+	}
+	return buf.String()
+}
+
+const (
+	maxQueuedShown  = 5
+	maxQueuedArgs   = 200
+	maxReasonLength = 1000
+)
+
+// shorten cuts s to n runes and says so: nothing is shortened silently.
+func shorten(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + fmt.Sprintf("… (%d characters in all)", len(r))
+}
+
+// renderApproval shows a request: tool, reason, input and what is queued
+// after it. Every value is escaped and made visible; an input too long for
+// one message is announced with its length and returned as a document.
+func renderApproval(req prompt.ApprovalRequest) approvalView {
+	input := visible(prettyInput(req.Input))
+	build := func(inline bool) *htmlText {
+		h := &htmlText{}
+		h.tag("🔐 ").wrap("b", "Approval needed").text("\nTool: ").wrap("code", oneLine(req.ToolName))
+		if req.Reason != "" {
+			h.text("\nReason: " + oneLine(shorten(req.Reason, maxReasonLength)))
+		}
+		if inline {
+			h.text("\nInput:\n").wrap("pre", input)
+		} else {
+			h.text(fmt.Sprintf("\nInput: %d characters, too long to show here; it is attached whole as input-%s.json.", utf16Len(input), req.ApprovalID))
+		}
+		if len(req.Queued) > 0 {
+			h.text(fmt.Sprintf("\nQueued after it (%d), each asks again if it needs approval:", len(req.Queued)))
+			for i, q := range req.Queued {
+				if i == maxQueuedShown {
+					h.text(fmt.Sprintf("\n…and %d more.", len(req.Queued)-maxQueuedShown))
+					break
+				}
+				h.text(fmt.Sprintf("\n%d. ", i+1)).wrap("code", oneLine(q.Name)).text(" ").wrap("code", oneLine(shorten(q.Arguments, maxQueuedArgs)))
+			}
+		}
+		return h
+	}
+	if h := build(true); h.n <= maxText-outcomeRoom {
+		return approvalView{HTML: h.b.String()}
+	}
+	return approvalView{HTML: build(false).b.String(), Document: []byte(prettyInput(req.Input))}
+}
+
+// outcomeLine is added to every copy of a decided request.
+func outcomeLine(icon, verb, by string, at time.Time, note string) string {
+	h := &htmlText{}
+	h.text("\n\n" + icon + " ").wrap("b", verb).text(" by " + oneLine(by) + " at " + at.UTC().Format("2006-01-02 15:04 UTC"))
+	if note != "" {
+		h.text(": " + oneLine(shorten(note, 300)))
+	}
+	return h.b.String()
+}
+
+// chunk is one message of an answer, as HTML and as plain text for when
+// Telegram refuses the HTML.
+type chunk struct {
+	HTML, Plain string
+}
+
+type line struct {
+	html, plain string
+	n           int
+	pre         bool
+}
+
+// renderInline turns one line of Markdown-ish text into HTML: `code`,
+// **bold**; anything unmatched stays literal.
+func renderInline(s string) line {
+	h := &htmlText{}
+	var plain strings.Builder
+	for s != "" {
+		switch {
+		case strings.HasPrefix(s, "`"):
+			if end := strings.Index(s[1:], "`"); end > 0 {
+				h.wrap("code", s[1:1+end])
+				plain.WriteString(s[1 : 1+end])
+				s = s[end+2:]
+				continue
+			}
+		case strings.HasPrefix(s, "**"):
+			if end := strings.Index(s[2:], "**"); end > 0 {
+				h.wrap("b", s[2:2+end])
+				plain.WriteString(s[2 : 2+end])
+				s = s[end+4:]
+				continue
+			}
+		}
+		n := strings.IndexAny(s[1:], "`*")
+		if n < 0 {
+			n = len(s)
+		} else {
+			n++
+		}
+		h.text(s[:n])
+		plain.WriteString(s[:n])
+		s = s[n:]
+	}
+	return line{html: h.b.String(), plain: plain.String(), n: h.n}
+}
+
+// splitLong cuts a line too long for one message at rune boundaries.
+func splitLong(s string, max int) []string {
+	var out []string
+	for utf16Len(s) > max {
+		n, cut := 0, 0
+		for i, r := range s {
+			if n+utf16.RuneLen(r) > max {
+				cut = i
+				break
+			}
+			n += utf16.RuneLen(r)
+		}
+		out = append(out, s[:cut])
+		s = s[cut:]
+	}
+	return append(out, s)
+}
+
+// renderAnswer turns model text into messages of at most maxText
+// characters, split at line boundaries; nothing is dropped.
+func renderAnswer(text string) []chunk {
+	text = answerVisible(strings.ReplaceAll(text, "\r\n", "\n"))
+	var lines []line
+	inFence := false
+	for _, raw := range strings.Split(text, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(raw), "```") {
+			inFence = !inFence
+			continue
+		}
+		// Room for the "\n" and for tags is not counted: tags add nothing
+		// Telegram counts.
+		for _, part := range splitLong(raw, maxText-1) {
+			switch {
+			case inFence:
+				h := &htmlText{}
+				h.text(part)
+				lines = append(lines, line{html: h.b.String(), plain: part, n: h.n, pre: true})
+			case strings.HasPrefix(part, "#"):
+				title := strings.TrimSpace(strings.TrimLeft(part, "#"))
+				h := &htmlText{}
+				h.wrap("b", title)
+				lines = append(lines, line{html: h.b.String(), plain: title, n: h.n})
+			default:
+				lines = append(lines, renderInline(part))
+			}
+		}
+	}
+	var out []chunk
+	var html, plain strings.Builder
+	n, open := 0, false
+	flush := func() {
+		if open {
+			html.WriteString("</pre>")
+			open = false
+		}
+		if strings.TrimSpace(plain.String()) != "" {
+			out = append(out, chunk{HTML: html.String(), Plain: plain.String()})
+		}
+		html.Reset()
+		plain.Reset()
+		n = 0
+	}
+	for _, l := range lines {
+		sep := 0
+		if plain.Len() > 0 {
+			sep = 1
+		}
+		if n+sep+l.n > maxText {
+			flush()
+			sep = 0
+		}
+		if sep == 1 {
+			html.WriteString("\n")
+			plain.WriteString("\n")
+			n++
+		}
+		if l.pre && !open {
+			html.WriteString("<pre>")
+			open = true
+		} else if !l.pre && open {
+			html.WriteString("</pre>")
+			open = false
+		}
+		html.WriteString(l.html)
+		plain.WriteString(l.plain)
+		n += l.n
+	}
+	flush()
+	return out
+}

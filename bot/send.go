@@ -1,0 +1,263 @@
+package bot
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	tgbot "github.com/go-telegram/bot"
+	"github.com/go-telegram/bot/models"
+)
+
+// pace says which limits a call counts against.
+type pace int
+
+const (
+	paceChat   pace = iota // a message or edit: per chat and global
+	paceGlobal             // anything else: global only
+)
+
+// limiter spaces calls: at most one message per PerChat in a chat, one call
+// per Global overall. Each caller reserves a slot and sleeps until it, so
+// a burst (a restart re-sending many requests) turns into a queue, not into
+// 429s.
+type limiter struct {
+	perChat, global time.Duration
+
+	mu    sync.Mutex
+	next  time.Time
+	chats map[int64]time.Time
+}
+
+func newLimiter(l Limits) *limiter {
+	return &limiter{perChat: l.PerChat, global: l.Global, chats: map[int64]time.Time{}}
+}
+
+func (l *limiter) reserveChat(chatID int64) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	t := now
+	if c := l.chats[chatID]; c.After(t) {
+		t = c
+	}
+	l.chats[chatID] = t.Add(l.perChat)
+	if len(l.chats) > 1024 {
+		for id, c := range l.chats {
+			if c.Before(now) {
+				delete(l.chats, id)
+			}
+		}
+	}
+	return t.Sub(now)
+}
+
+func (l *limiter) reserveGlobal() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	t := now
+	if l.next.After(t) {
+		t = l.next
+	}
+	l.next = t.Add(l.global)
+	return t.Sub(now)
+}
+
+// hold keeps a chat (or, for chat 0, everything) quiet for d, as a 429 asks.
+func (l *limiter) hold(chatID int64, d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	until := time.Now().Add(d)
+	if chatID == 0 {
+		if until.After(l.next) {
+			l.next = until
+		}
+		return
+	}
+	if until.After(l.chats[chatID]) {
+		l.chats[chatID] = until
+	}
+}
+
+func (l *limiter) wait(ctx context.Context, chatID int64, p pace) error {
+	if p == paceChat {
+		if err := sleep(ctx, l.reserveChat(chatID)); err != nil {
+			return err
+		}
+	}
+	return sleep(ctx, l.reserveGlobal())
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// permanent reports errors that a retry cannot fix.
+func permanent(err error) bool {
+	var migrate *tgbot.MigrateError
+	return errors.Is(err, tgbot.ErrorBadRequest) || errors.Is(err, tgbot.ErrorForbidden) ||
+		errors.Is(err, tgbot.ErrorUnauthorized) || errors.Is(err, tgbot.ErrorNotFound) ||
+		errors.Is(err, tgbot.ErrorConflict) || errors.As(err, &migrate)
+}
+
+// do is the one outbound path: every call to Telegram is paced by the
+// limiter and retried, after retry_after on a 429 and with doubling backoff
+// on 5xx and network errors, until MaxAttempts or ctx ends.
+func (b *Bot) do(ctx context.Context, chatID int64, p pace, what string, f func(context.Context) error) error {
+	lim := b.cfg.Limits
+	backoff := lim.Backoff
+	for attempt := 1; ; attempt++ {
+		if err := b.lim.wait(ctx, chatID, p); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		err := f(ctx)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s: %w", what, ctx.Err())
+		}
+		if permanent(err) {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		var delay time.Duration
+		var tooMany *tgbot.TooManyRequestsError
+		if errors.As(err, &tooMany) {
+			delay = time.Duration(max(tooMany.RetryAfter, 1)) * time.Second
+			b.lim.hold(chatID, delay)
+		} else {
+			delay = backoff
+			backoff = min(backoff*2, lim.MaxBackoff)
+		}
+		if attempt >= lim.MaxAttempts {
+			return fmt.Errorf("%s: gave up after %d attempts: %w", what, attempt, err)
+		}
+		b.log.Debug("telegram call failed; retrying", "call", what, "attempt", attempt, "wait", delay, "err", err)
+		if err := sleep(ctx, delay); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+	}
+}
+
+func noPreview() *models.LinkPreviewOptions {
+	return &models.LinkPreviewOptions{IsDisabled: tgbot.True()}
+}
+
+// button is an inline keyboard button with only text and callback_data:
+// the library's type always adds a copy_text object, which Telegram may
+// refuse with BUTTON_COPY_TEXT_INVALID.
+type button struct {
+	Text         string `json:"text"`
+	CallbackData string `json:"callback_data"`
+}
+
+type keyboard struct {
+	InlineKeyboard [][]button `json:"inline_keyboard"`
+}
+
+func approvalKeyboard(approvalID string) keyboard {
+	return keyboard{InlineKeyboard: [][]button{{
+		{Text: "✅ Approve", CallbackData: "a:" + approvalID},
+		{Text: "❌ Reject", CallbackData: "r:" + approvalID},
+	}}}
+}
+
+func isParseError(err error) bool {
+	return errors.Is(err, tgbot.ErrorBadRequest) && strings.Contains(err.Error(), "can't parse entities")
+}
+
+func isNotModified(err error) bool {
+	return errors.Is(err, tgbot.ErrorBadRequest) && strings.Contains(err.Error(), "message is not modified")
+}
+
+// message is one message to send.
+type message struct {
+	chat    int64
+	html    string
+	plain   string // sent instead if Telegram refuses the HTML; "" to not retry
+	replyTo int
+	markup  any
+}
+
+// send sends m and returns its message ID. A formatting problem never loses
+// the text: if Telegram refuses the entities, the plain text is sent.
+func (b *Bot) send(ctx context.Context, m message) (int, error) {
+	var id int
+	params := &tgbot.SendMessageParams{ChatID: m.chat, Text: m.html, ParseMode: models.ParseModeHTML,
+		LinkPreviewOptions: noPreview(), ReplyMarkup: m.markup}
+	if m.replyTo != 0 {
+		params.ReplyParameters = &models.ReplyParameters{MessageID: m.replyTo, AllowSendingWithoutReply: true}
+	}
+	call := func(ctx context.Context) error {
+		sent, err := b.tg.SendMessage(ctx, params)
+		if err == nil {
+			id = sent.ID
+		}
+		return err
+	}
+	err := b.do(ctx, m.chat, paceChat, "send message", call)
+	if err != nil && isParseError(err) && m.plain != "" {
+		b.log.Warn("telegram refused the formatting; sending plain text", "chat", m.chat, "err", err)
+		params.Text, params.ParseMode = m.plain, ""
+		err = b.do(ctx, m.chat, paceChat, "send plain message", call)
+	}
+	return id, err
+}
+
+// note sends a short message of the bot's own, in HTML.
+func (b *Bot) note(ctx context.Context, chat int64, replyTo int, html string) {
+	if _, err := b.send(ctx, message{chat: chat, html: html, replyTo: replyTo}); err != nil {
+		b.log.Error("send note", "chat", chat, "err", err)
+	}
+}
+
+func (b *Bot) sendDocument(ctx context.Context, chat int64, replyTo int, name string, data []byte, caption string) error {
+	return b.do(ctx, chat, paceChat, "send document", func(ctx context.Context) error {
+		params := &tgbot.SendDocumentParams{ChatID: chat, Caption: caption,
+			Document: &models.InputFileUpload{Filename: name, Data: bytes.NewReader(data)}}
+		if replyTo != 0 {
+			params.ReplyParameters = &models.ReplyParameters{MessageID: replyTo, AllowSendingWithoutReply: true}
+		}
+		_, err := b.tg.SendDocument(ctx, params)
+		return err
+	})
+}
+
+// edit replaces a message's text and removes its keyboard; "message is not
+// modified" means it already shows that, which is success.
+func (b *Bot) edit(ctx context.Context, chat int64, msgID int, html string) error {
+	err := b.do(ctx, chat, paceChat, "edit message", func(ctx context.Context) error {
+		_, err := b.tg.EditMessageText(ctx, &tgbot.EditMessageTextParams{ChatID: chat, MessageID: msgID, Text: html,
+			ParseMode: models.ParseModeHTML, LinkPreviewOptions: noPreview()})
+		return err
+	})
+	if err != nil && isNotModified(err) {
+		return nil
+	}
+	return err
+}
+
+func (b *Bot) answerCallback(ctx context.Context, id, text string) {
+	err := b.do(ctx, 0, paceGlobal, "answer callback", func(ctx context.Context) error {
+		_, err := b.tg.AnswerCallbackQuery(ctx, &tgbot.AnswerCallbackQueryParams{CallbackQueryID: id, Text: text})
+		return err
+	})
+	if err != nil {
+		b.log.Warn("answer callback", "err", err)
+	}
+}
