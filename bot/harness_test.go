@@ -202,7 +202,9 @@ func (h *harness) stop() {
 
 const wait = 5 * time.Second
 
-func hasKeyboard(c telegramtest.Call) bool { return strings.Contains(c.Param("reply_markup"), "inline_keyboard") }
+func hasKeyboard(c telegramtest.Call) bool {
+	return strings.Contains(c.Param("reply_markup"), "inline_keyboard")
+}
 
 func textHas(s string) func(telegramtest.Call) bool {
 	return func(c telegramtest.Call) bool {

@@ -201,7 +201,7 @@ func renderApproval(req prompt.ApprovalRequest) approvalView {
 // outcomeLine is added to every copy of a decided request.
 func outcomeLine(icon, verb, by string, at time.Time, note string) string {
 	h := &htmlText{}
-	h.text("\n\n" + icon + " ").wrap("b", verb).text(" by " + oneLine(by) + " at " + at.UTC().Format("2006-01-02 15:04 UTC"))
+	h.text("\n\n"+icon+" ").wrap("b", verb).text(" by " + oneLine(by) + " at " + at.UTC().Format("2006-01-02 15:04 UTC"))
 	if note != "" {
 		h.text(": " + oneLine(shorten(note, 300)))
 	}

@@ -615,4 +615,3 @@ func (s *Server) deliverLoop(ctx context.Context) {
 		}
 	}
 }
-
