@@ -17,6 +17,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/JohannesKaufmann/html-to-markdown/v2/converter"
+	"golang.org/x/net/html"
+	"golang.org/x/net/html/atom"
 	"golang.org/x/net/html/charset"
 )
 
@@ -176,7 +178,7 @@ func (f *Fetcher) checkParsed(u *url.URL) (target, error) {
 	return target{url: &t, host: host}, nil
 }
 
-// errNotFollowed reports a redirect to a host the fetch may not reach
+// notFollowedError reports a redirect to a host the fetch may not reach
 // without a human; the model is told where it pointed.
 type notFollowedError struct{ to string }
 
@@ -324,11 +326,21 @@ func (f *Fetcher) render(ctx context.Context, u *url.URL, resp *http.Response) (
 		return "", fmt.Errorf("fetch %s: the body is binary although it is labelled %s", u.Redacted(), media)
 	}
 	text := strings.ToValidUTF8(string(body), "\uFFFD")
+	pruned := false
 	if kind == kindHTML {
-		text, err = f.conv.ConvertString(text, converter.WithContext(ctx), converter.WithDomain(u.String()))
+		doc, err := html.Parse(strings.NewReader(text))
+		if err != nil {
+			return "", fmt.Errorf("fetch %s: parse HTML: %w", u.Redacted(), err)
+		}
+		// The model sees MaxResult characters at most; converting the
+		// rest of a large page would only make garbage (the converter
+		// allocates ~90 bytes per input byte).
+		pruned = pruneAfterText(doc, 2*f.maxResult)
+		md, err := f.conv.ConvertNode(doc, converter.WithContext(ctx), converter.WithDomain(u.String()))
 		if err != nil {
 			return "", fmt.Errorf("fetch %s: convert HTML: %w", u.Redacted(), err)
 		}
+		text = string(md)
 	}
 
 	var b strings.Builder
@@ -337,13 +349,60 @@ func (f *Fetcher) render(ctx context.Context, u *url.URL, resp *http.Response) (
 		fmt.Fprintf(&b, "[The body was longer than %d bytes; only the first %d were read.]\n", f.maxBody, f.maxBody)
 	}
 	b.WriteString("\n")
-	if n := utf8.RuneCountInString(text); n > f.maxResult {
+	switch n := utf8.RuneCountInString(text); {
+	case n > f.maxResult && pruned:
+		b.WriteString(cutRunes(text, f.maxResult))
+		fmt.Fprintf(&b, "\n\n[Cut: the page is longer; only the first %d characters are shown.]", f.maxResult)
+	case n > f.maxResult:
 		b.WriteString(cutRunes(text, f.maxResult))
 		fmt.Fprintf(&b, "\n\n[Cut: the content has %d characters; only the first %d are shown.]", n, f.maxResult)
-	} else {
+	default:
 		b.WriteString(text)
 	}
 	return b.String(), nil
+}
+
+// pruneAfterText removes every node that follows, in document order, the
+// text node where the visible text passes budget characters. It reports
+// whether it removed anything.
+func pruneAfterText(doc *html.Node, budget int) bool {
+	n := 0
+	var last *html.Node
+	// An explicit stack: a hostile page may nest elements very deeply.
+	stack := []*html.Node{doc}
+	for len(stack) > 0 && last == nil {
+		node := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		switch node.Type {
+		case html.ElementNode:
+			switch node.DataAtom {
+			case atom.Head, atom.Script, atom.Style, atom.Noscript, atom.Template:
+				continue
+			}
+		case html.TextNode:
+			n += utf8.RuneCountInString(strings.TrimSpace(node.Data))
+			if n > budget {
+				last = node
+			}
+			continue
+		}
+		for c := node.LastChild; c != nil; c = c.PrevSibling {
+			stack = append(stack, c)
+		}
+	}
+	if last == nil {
+		return false
+	}
+	removed := false
+	for x := last; x.Parent != nil; x = x.Parent {
+		for s := x.NextSibling; s != nil; {
+			next := s.NextSibling
+			x.Parent.RemoveChild(s)
+			s = next
+			removed = true
+		}
+	}
+	return removed
 }
 
 func cutRunes(s string, n int) string {

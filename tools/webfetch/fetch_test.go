@@ -13,6 +13,8 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -412,25 +414,37 @@ func TestControlVerdicts(t *testing.T) {
 }
 
 // TestNoProxyFromEnvironment: a proxy would make the connection on our
-// behalf, out of reach of the address check.
+// behalf, out of reach of the address check. net/http reads the proxy
+// variables once per process, so the check runs in a fresh child process
+// whose environment names a proxy from the start.
 func TestNoProxyFromEnvironment(t *testing.T) {
-	var proxied atomic.Int32
+	if os.Getenv("WEBFETCH_PROXY_CHILD") == "1" {
+		noProxyChild(t)
+		return
+	}
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		proxied.Add(1)
 		fmt.Fprint(w, "from the proxy")
 	}))
 	t.Cleanup(proxy.Close)
-	t.Setenv("HTTP_PROXY", proxy.URL)
-	t.Setenv("http_proxy", proxy.URL)
-	t.Setenv("HTTPS_PROXY", proxy.URL)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestNoProxyFromEnvironment$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), "WEBFETCH_PROXY_CHILD=1",
+		"HTTP_PROXY="+proxy.URL, "http_proxy="+proxy.URL, "HTTPS_PROXY="+proxy.URL, "https_proxy="+proxy.URL, "NO_PROXY=", "no_proxy=")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "fetched directly") {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+}
+
+func noProxyChild(t *testing.T) {
 	port := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "direct") }))
 	out, err := invoke(t, newFetcher(t, Config{AllowPrivate: true}), "http://example.com:"+port+"/")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if proxied.Load() != 0 || !strings.HasSuffix(out, "direct") {
-		t.Fatalf("went through the proxy (%d hits): %q", proxied.Load(), out)
+	if !strings.HasSuffix(out, "direct") {
+		t.Fatalf("went through the proxy: %q", out)
 	}
+	t.Log("fetched directly")
 }
 
 // redirector serves a site per host name: /go?to=X redirects to X, any
@@ -596,5 +610,39 @@ func TestRedirectHTTPSToHTTPRefused(t *testing.T) {
 	wantErr(t, err, "redirect from https to plain http")
 	if n := hitsOf(&hits, "example.com"); n != 3 {
 		t.Errorf("example.com hit %d times; want 3 (the https pages only)", n)
+	}
+}
+
+// TestFetchLargeHTMLIsCutBeforeConversion: only the start of a big page
+// is converted, and the model is told the page goes on.
+func TestFetchLargeHTMLIsCutBeforeConversion(t *testing.T) {
+	port := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, "<html><body><h1>Start</h1>")
+		for i := range 20000 {
+			fmt.Fprintf(w, "<p>paragraph %d</p>", i)
+		}
+		fmt.Fprint(w, "<p>THE END</p></body></html>")
+	}))
+	out, err := invoke(t, newFetcher(t, Config{AllowPrivate: true, MaxResult: 500}), "http://example.com:"+port+"/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "# Start") || !strings.Contains(out, "paragraph 1") || strings.Contains(out, "THE END") ||
+		!strings.HasSuffix(out, "[Cut: the page is longer; only the first 500 characters are shown.]") {
+		t.Fatalf("output:\n%s", out)
+	}
+}
+
+// TestFetchDeeplyNestedHTML: a hostile page nesting elements very deeply
+// gives a result or an error, never a crash.
+func TestFetchDeeplyNestedHTML(t *testing.T) {
+	port := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, strings.Repeat("<div>", 300000)+"deep text")
+	}))
+	out, err := invoke(t, newFetcher(t, Config{AllowPrivate: true}), "http://example.com:"+port+"/")
+	if err == nil && !strings.Contains(out, "deep text") {
+		t.Fatalf("output lost the text: %q", out[:min(len(out), 200)])
 	}
 }
