@@ -105,8 +105,9 @@ type Fetcher struct {
 }
 
 // New checks cfg, seeds the allowlist and returns a Fetcher. A malformed
-// seed entry is an error that names it; a store failure is returned
-// wrapped. ctx bounds the seeding.
+// seed entry is an error that names it, and nothing is seeded then; a
+// store failure is returned wrapped. It logs a warning while
+// AllowPrivate is set. ctx bounds the seeding.
 func New(ctx context.Context, cfg Config) (*Fetcher, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("webfetch: no Store")
