@@ -35,6 +35,8 @@ type Call struct {
 	Description string
 	// Result is the JSON of the result when the answer was ok.
 	Result json.RawMessage
+	// Time is when the request arrived.
+	Time time.Time
 }
 
 // File is an uploaded file.
@@ -442,7 +444,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, map[string]any{"ok": false, "error_code": 401, "description": "Unauthorized"})
 		return
 	}
-	call := Call{Method: method}
+	call := Call{Method: method, Time: time.Now()}
 	params, files, err := parseParams(r)
 	call.Params, call.Files = params, files
 	var result any
