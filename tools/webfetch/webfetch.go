@@ -165,7 +165,6 @@ func New(ctx context.Context, cfg Config) (*Fetcher, error) {
 			DialContext:            f.dialContext(dialer),
 			TLSClientConfig:        &tls.Config{MinVersion: tls.VersionTLS12},
 			TLSHandshakeTimeout:    10 * time.Second,
-			ResponseHeaderTimeout:  f.timeout,
 			MaxResponseHeaderBytes: 64 << 10,
 			// One connection per fetch: nothing lingers between calls,
 			// and a pooled connection cannot outlive an allowlist change.
