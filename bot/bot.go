@@ -209,6 +209,31 @@ func (b *Bot) Run(ctx context.Context) error {
 		}
 		return fmt.Errorf("run bot: reach Telegram at %s: %w", b.cfg.APIURL, err)
 	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	b.mu.Lock()
+	b.state, b.runCtx, b.botName = running, runCtx, me.Username
+	early := b.early
+	b.early = nil
+	for _, f := range early {
+		b.goLocked(f)
+	}
+	b.mu.Unlock()
+
+	err = b.serve(runCtx, me.Username, len(early))
+	cancel()
+	b.mu.Lock()
+	b.state = stopped
+	b.mu.Unlock()
+	b.wg.Wait()
+	return err
+}
+
+// serve registers the bot with Telegram and takes updates until ctx ends.
+// Updates are accepted already while it registers: Telegram may deliver to
+// a webhook as soon as it is set.
+func (b *Bot) serve(ctx context.Context, username string, queued int) error {
+	var err error
 	if b.cfg.Webhook.URL == "" {
 		err = b.do(ctx, 0, paceGlobal, "delete webhook", func(ctx context.Context) error {
 			_, err := b.tg.DeleteWebhook(ctx, &tgbot.DeleteWebhookParams{})
@@ -222,6 +247,9 @@ func (b *Bot) Run(ctx context.Context) error {
 		})
 	}
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while registering: not a failure
+		}
 		return fmt.Errorf("run bot: %w", err)
 	}
 	if err := b.do(ctx, 0, paceGlobal, "set commands", func(ctx context.Context) error {
@@ -230,28 +258,12 @@ func (b *Bot) Run(ctx context.Context) error {
 	}); err != nil {
 		b.log.Warn("command menu not registered", "err", err)
 	}
-
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	b.mu.Lock()
-	b.state, b.runCtx, b.botName = running, runCtx, me.Username
-	early := b.early
-	b.early = nil
-	for _, f := range early {
-		b.goLocked(f)
-	}
-	b.mu.Unlock()
-	b.log.Info("telegram bot running", "username", me.Username, "webhook", b.cfg.Webhook.URL != "", "queued", len(early))
-
+	b.log.Info("telegram bot running", "username", username, "webhook", b.cfg.Webhook.URL != "", "queued", queued)
 	if b.cfg.Webhook.URL == "" {
-		b.tg.Start(runCtx) // returns when runCtx ends and its workers have stopped
-	} else {
-		<-runCtx.Done()
+		b.tg.Start(ctx) // returns when ctx ends and its workers have stopped
+		return nil
 	}
-	b.mu.Lock()
-	b.state = stopped
-	b.mu.Unlock()
-	b.wg.Wait()
+	<-ctx.Done()
 	return nil
 }
 
