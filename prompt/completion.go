@@ -332,6 +332,10 @@ func (c *Completion) runCall(ctx context.Context, idx int) bool {
 	c.mu.Lock()
 	call := c.p.Output[idx].Call
 	approved := call.Status == CallApproved
+	var approvedBy string
+	if approved {
+		approvedBy = call.Approval.DecidedBy
+	}
 	tool, input, err := s.tools.validate(call)
 	c.mu.Unlock()
 	if err != nil {
@@ -356,7 +360,8 @@ func (c *Completion) runCall(ctx context.Context, idx int) bool {
 	if !c.record(ctx, idx, CallExecuting, nil) {
 		return false
 	}
-	out, err := tool.Invoke(withCall(ctx, CallInfo{PromptID: c.p.ID, CallID: call.ID, Approved: approved}), input)
+	info := CallInfo{PromptID: c.p.ID, CallID: call.ID, Approved: approved, ApprovedBy: approvedBy}
+	out, err := tool.Invoke(ContextWithCall(ctx, info), input)
 	if ctx.Err() != nil && c.cancelled() == "" {
 		// Shutdown cut the tool short: the stored executing status tells
 		// the next start that the outcome is unknown.
@@ -555,12 +560,15 @@ type CallInfo struct {
 	CallID   string
 	// Approved is true when a human approved this very call: a tool may
 	// then do, once, what its gate would otherwise not allow.
-	Approved bool
+	Approved   bool
+	ApprovedBy string
 }
 
 type callKey struct{}
 
-func withCall(ctx context.Context, ci CallInfo) context.Context {
+// ContextWithCall returns ctx carrying ci, as Invoke receives it; tools'
+// tests use it to call Invoke directly.
+func ContextWithCall(ctx context.Context, ci CallInfo) context.Context {
 	return context.WithValue(ctx, callKey{}, ci)
 }
 

@@ -106,8 +106,7 @@ func NewService(cfg Config) (*Service, error) {
 // Tools returns what the model is told about the service's tools.
 func (s *Service) Tools() []ToolDef { return append([]ToolDef(nil), s.tools.defs...) }
 
-// Gated reports the tools that can ask for approval, by name, with the
-// static reason where the gate is static.
+// Gated returns the names of the tools that can ask for approval.
 func (s *Service) Gated() []string {
 	var names []string
 	for _, d := range s.tools.defs {
