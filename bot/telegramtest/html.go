@@ -183,6 +183,9 @@ func ParseHTML(src string) (string, []models.MessageEntity, error) {
 // parseTag splits the inside of a start tag into its lower-cased name and
 // attributes.
 func parseTag(body string) (string, map[string]string, error) {
+	if body == "" || strings.ContainsAny(body[:1], " \t\n") {
+		return "", nil, fmt.Errorf("Empty tag name")
+	}
 	body = strings.TrimSpace(strings.TrimSuffix(body, "/"))
 	n := strings.IndexAny(body, " \t\n")
 	if n < 0 {
