@@ -442,6 +442,16 @@ func TestCrashDuringBurstOfSaves(t *testing.T) {
 			run := runCrashChild(t, dbPath, logPath, "burst", conversations, rounds, 20+10*i)
 			rec := recoverAndFinish(t, dbPath, logPath, conversations, rounds)
 			checkInvariants(t, run, rec)
+			statuses := map[prompt.CallStatus]int{}
+			for _, p := range rec.prompts {
+				for _, it := range p.Output {
+					if it.Call != nil {
+						statuses[it.Call.Status]++
+					}
+				}
+			}
+			t.Logf("before the kill: %d asked, %d approved, %d tool runs; after: %d asked again, calls %v",
+				len(run.pending), len(run.approved), len(rec.logBefore), len(rec.reemitted), statuses)
 			if len(rec.prompts) != conversations {
 				t.Errorf("%d prompts after recovery, want %d", len(rec.prompts), conversations)
 			}

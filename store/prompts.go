@@ -54,9 +54,7 @@ func (db *DB) DecideApproval(ctx context.Context, p *prompt.Prompt, callID strin
 	}
 	a := call.Approval
 	err := db.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE approvals
-			SET status = ?, decided_by = ?, decided_at = ?, note = ?, updated_at = ?
-			WHERE id = ? AND prompt_id = ? AND tool_call_id = ? AND status = 'pending'`,
+		res, err := tx.StmtContext(ctx, db.stmt.decide).ExecContext(ctx,
 			string(call.Status), a.DecidedBy, nullTime(a.DecidedAt), a.Note, formatTime(db.now()),
 			a.ID, p.ID, call.ID)
 		if err != nil {
@@ -98,12 +96,10 @@ func checkPrompt(p *prompt.Prompt) error {
 // approvals that changed after the stored revision.
 func (db *DB) savePrompt(ctx context.Context, tx *sql.Tx, p *prompt.Prompt) error {
 	stored := int64(math.MinInt64) // a new prompt: every item is written
-	err := tx.QueryRowContext(ctx, `SELECT rev FROM prompts WHERE id = ?`, p.ID).Scan(&stored)
+	err := tx.StmtContext(ctx, db.stmt.rev).QueryRowContext(ctx, p.ID).Scan(&stored)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		_, err = tx.ExecContext(ctx, `INSERT INTO prompts
-			(id, conversation_id, state, input, error, turns, rev, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		_, err = tx.StmtContext(ctx, db.stmt.insertPrompt).ExecContext(ctx,
 			p.ID, p.ConversationID, string(p.State), p.Input, p.Error, p.Turns, p.Rev,
 			formatTime(p.CreatedAt), formatTime(p.UpdatedAt))
 		if err != nil {
@@ -114,8 +110,7 @@ func (db *DB) savePrompt(ctx context.Context, tx *sql.Tx, p *prompt.Prompt) erro
 	case p.Rev <= stored:
 		return fmt.Errorf("revision %d is not above stored %d: %w", p.Rev, stored, ErrStaleRevision)
 	default:
-		_, err = tx.ExecContext(ctx, `UPDATE prompts
-			SET state = ?, error = ?, turns = ?, rev = ?, updated_at = ? WHERE id = ?`,
+		_, err = tx.StmtContext(ctx, db.stmt.updatePrompt).ExecContext(ctx,
 			string(p.State), p.Error, p.Turns, p.Rev, formatTime(p.UpdatedAt), p.ID)
 		if err != nil {
 			return fmt.Errorf("update prompt: %w", err)
@@ -130,16 +125,13 @@ func (db *DB) savePrompt(ctx context.Context, tx *sql.Tx, p *prompt.Prompt) erro
 		if err != nil {
 			return fmt.Errorf("encode item %d: %w", i, err)
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO prompt_items (prompt_id, seq, type, turn, rev, body)
-			VALUES (?, ?, ?, ?, ?, ?)
-			ON CONFLICT (prompt_id, seq) DO UPDATE
-			SET type = excluded.type, turn = excluded.turn, rev = excluded.rev, body = excluded.body`,
+		_, err = tx.StmtContext(ctx, db.stmt.saveItem).ExecContext(ctx,
 			p.ID, i, string(it.Type), it.Turn, it.Rev, string(body))
 		if err != nil {
 			return fmt.Errorf("save item %d: %w", i, err)
 		}
 		if c := it.Call; c != nil && c.Approval != nil {
-			if err := saveApproval(ctx, tx, p.ID, c, now); err != nil {
+			if err := db.saveApproval(ctx, tx, p.ID, c, now); err != nil {
 				return err
 			}
 		}
@@ -150,19 +142,12 @@ func (db *DB) savePrompt(ctx context.Context, tx *sql.Tx, p *prompt.Prompt) erro
 // saveApproval inserts the approval of call c, or brings its row up to the
 // call's status. An approval ID that already belongs to another call is
 // refused rather than overwritten: the audit trail must stay true.
-func saveApproval(ctx context.Context, tx *sql.Tx, promptID string, c *prompt.Call, now string) error {
+func (db *DB) saveApproval(ctx context.Context, tx *sql.Tx, promptID string, c *prompt.Call, now string) error {
 	a := c.Approval
 	if a.ID == "" {
 		return fmt.Errorf("call %s: approval without ID", c.ID)
 	}
-	res, err := tx.ExecContext(ctx, `INSERT INTO approvals
-		(id, prompt_id, tool_call_id, tool_name, input, reason, status, requested_at,
-		 decided_by, decided_at, note, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (id) DO UPDATE
-		SET status = excluded.status, decided_by = excluded.decided_by,
-		    decided_at = excluded.decided_at, note = excluded.note, updated_at = excluded.updated_at
-		WHERE prompt_id = excluded.prompt_id AND tool_call_id = excluded.tool_call_id`,
+	res, err := tx.StmtContext(ctx, db.stmt.saveApproval).ExecContext(ctx,
 		a.ID, promptID, c.ID, c.Name, c.Arguments, a.Reason, string(c.Status), formatTime(a.RequestedAt),
 		a.DecidedBy, nullTime(a.DecidedAt), a.Note, now, now)
 	if err != nil {
@@ -183,15 +168,10 @@ func nullTime(t time.Time) any {
 	return formatTime(t)
 }
 
-const unfinished = `('running', 'waiting_for_approval')`
-
 // UnfinishedPrompts implements prompt.Store: every prompt running or
 // waiting for approval, oldest first, in one read.
 func (db *DB) UnfinishedPrompts(ctx context.Context) ([]*prompt.Prompt, error) {
-	rows, err := db.reader.QueryContext(ctx, `SELECT `+promptColumns+`
-		FROM (SELECT * FROM prompts WHERE state IN `+unfinished+`) p
-		LEFT JOIN prompt_items i ON i.prompt_id = p.id
-		ORDER BY p.seq, i.seq`)
+	rows, err := db.stmt.unfinished.QueryContext(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("unfinished prompts: %w", err)
 	}
@@ -208,32 +188,25 @@ func (db *DB) History(ctx context.Context, conversationID, beforeID string, limi
 	if limit <= 0 {
 		return nil, nil
 	}
-	// One statement is one snapshot; an unknown beforeID makes the bound
-	// NULL and the result empty, told apart below.
-	rows, err := db.reader.QueryContext(ctx, `SELECT `+promptColumns+`
-		FROM (SELECT * FROM prompts
-		      WHERE conversation_id = ?1
-		        AND seq < CASE WHEN ?2 = '' THEN 9223372036854775807
-		                       ELSE (SELECT seq FROM prompts WHERE id = ?2) END
-		      ORDER BY seq DESC LIMIT ?3) p
-		LEFT JOIN prompt_items i ON i.prompt_id = p.id
-		ORDER BY p.seq, i.seq`, conversationID, beforeID, limit)
-	if err != nil {
-		return nil, fmt.Errorf("history of %s: %w", conversationID, err)
-	}
-	ps, err := scanPrompts(rows)
-	if err != nil {
-		return nil, fmt.Errorf("history of %s: %w", conversationID, err)
-	}
-	if len(ps) == 0 && beforeID != "" {
-		var one int
-		err := db.reader.QueryRowContext(ctx, `SELECT 1 FROM prompts WHERE id = ?`, beforeID).Scan(&one)
+	bound := int64(math.MaxInt64)
+	if beforeID != "" {
+		// Two statements need no common snapshot: a prompt's seq never
+		// changes and prompts are never deleted.
+		err := db.stmt.seq.QueryRowContext(ctx, beforeID).Scan(&bound)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, fmt.Errorf("history of %s before prompt %s: %w", conversationID, beforeID, prompt.ErrNotFound)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("history of %s: %w", conversationID, err)
 		}
+	}
+	rows, err := db.stmt.history.QueryContext(ctx, conversationID, bound, limit)
+	if err != nil {
+		return nil, fmt.Errorf("history of %s: %w", conversationID, err)
+	}
+	ps, err := scanPrompts(rows)
+	if err != nil {
+		return nil, fmt.Errorf("history of %s: %w", conversationID, err)
 	}
 	return ps, nil
 }
@@ -242,8 +215,7 @@ func (db *DB) History(ctx context.Context, conversationID, beforeID string, limi
 func (db *DB) FindApproval(ctx context.Context, approvalID string) (prompt.ApprovalRef, error) {
 	ref := prompt.ApprovalRef{ID: approvalID}
 	var status string
-	err := db.reader.QueryRowContext(ctx, `SELECT prompt_id, tool_call_id, status FROM approvals WHERE id = ?`,
-		approvalID).Scan(&ref.PromptID, &ref.CallID, &status)
+	err := db.stmt.findApproval.QueryRowContext(ctx, approvalID).Scan(&ref.PromptID, &ref.CallID, &status)
 	if errors.Is(err, sql.ErrNoRows) {
 		return prompt.ApprovalRef{}, fmt.Errorf("approval %s: %w", approvalID, prompt.ErrNotFound)
 	}
@@ -253,9 +225,6 @@ func (db *DB) FindApproval(ctx context.Context, approvalID string) (prompt.Appro
 	ref.Status = prompt.CallStatus(status)
 	return ref, nil
 }
-
-const promptColumns = `p.id, p.conversation_id, p.state, p.input, p.error, p.turns, p.rev,
-	p.created_at, p.updated_at, i.body`
 
 // scanPrompts reads rows of promptColumns, one per item (or one with a NULL
 // body for a prompt without items), ordered by prompt then item.
@@ -312,4 +281,64 @@ func utc(t time.Time) time.Time {
 		return time.Time{}
 	}
 	return t.UTC()
+}
+
+// statements are prepared once at Open: parsing the SQL would otherwise
+// cost more than running it, and Recover runs History once per prompt.
+type statements struct {
+	// writer
+	rev, insertPrompt, updatePrompt, saveItem, saveApproval, decide *sql.Stmt
+	// reader
+	unfinished, seq, history, findApproval *sql.Stmt
+}
+
+// promptColumns are read by scanPrompts.
+const promptColumns = `p.id, p.conversation_id, p.state, p.input, p.error, p.turns, p.rev,
+	p.created_at, p.updated_at, i.body`
+
+func (db *DB) prepare(ctx context.Context) error {
+	for _, s := range []struct {
+		dst  **sql.Stmt
+		on   *sql.DB
+		text string
+	}{
+		{&db.stmt.rev, db.writer, `SELECT rev FROM prompts WHERE id = ?`},
+		{&db.stmt.insertPrompt, db.writer, `INSERT INTO prompts
+			(id, conversation_id, state, input, error, turns, rev, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&db.stmt.updatePrompt, db.writer, `UPDATE prompts
+			SET state = ?, error = ?, turns = ?, rev = ?, updated_at = ? WHERE id = ?`},
+		{&db.stmt.saveItem, db.writer, `INSERT INTO prompt_items (prompt_id, seq, type, turn, rev, body)
+			VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (prompt_id, seq) DO UPDATE
+			SET type = excluded.type, turn = excluded.turn, rev = excluded.rev, body = excluded.body`},
+		{&db.stmt.saveApproval, db.writer, `INSERT INTO approvals
+			(id, prompt_id, tool_call_id, tool_name, input, reason, status, requested_at,
+			 decided_by, decided_at, note, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE
+			SET status = excluded.status, decided_by = excluded.decided_by,
+			    decided_at = excluded.decided_at, note = excluded.note, updated_at = excluded.updated_at
+			WHERE prompt_id = excluded.prompt_id AND tool_call_id = excluded.tool_call_id`},
+		{&db.stmt.decide, db.writer, `UPDATE approvals
+			SET status = ?, decided_by = ?, decided_at = ?, note = ?, updated_at = ?
+			WHERE id = ? AND prompt_id = ? AND tool_call_id = ? AND status = 'pending'`},
+		{&db.stmt.unfinished, db.reader, `SELECT ` + promptColumns + `
+			FROM (SELECT * FROM prompts WHERE state IN ('running', 'waiting_for_approval')) p
+			LEFT JOIN prompt_items i ON i.prompt_id = p.id
+			ORDER BY p.seq, i.seq`},
+		{&db.stmt.seq, db.reader, `SELECT seq FROM prompts WHERE id = ?`},
+		{&db.stmt.history, db.reader, `SELECT ` + promptColumns + `
+			FROM (SELECT * FROM prompts WHERE conversation_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?) p
+			LEFT JOIN prompt_items i ON i.prompt_id = p.id
+			ORDER BY p.seq, i.seq`},
+		{&db.stmt.findApproval, db.reader, `SELECT prompt_id, tool_call_id, status FROM approvals WHERE id = ?`},
+	} {
+		st, err := s.on.PrepareContext(ctx, s.text)
+		if err != nil {
+			return fmt.Errorf("prepare %q: %w", s.text, err)
+		}
+		*s.dst = st
+	}
+	return nil
 }

@@ -39,6 +39,7 @@ type DB struct {
 	writer *sql.DB // one connection: SQLite has one writer
 	reader *sql.DB
 	lock   *os.File
+	stmt   statements
 
 	mu     sync.Mutex
 	closed bool
@@ -171,7 +172,7 @@ func (db *DB) open(ctx context.Context, cfg config) error {
 	if err := db.reader.PingContext(ctx); err != nil {
 		return explainOpen(err)
 	}
-	return nil
+	return db.prepare(ctx)
 }
 
 // explainOpen names the usual cause of a failed first statement.
@@ -261,6 +262,12 @@ func (db *DB) Close() error {
 // never meets a connection of ours.
 func (db *DB) closeAll() error {
 	var errs []error
+	for _, st := range []*sql.Stmt{db.stmt.rev, db.stmt.insertPrompt, db.stmt.updatePrompt, db.stmt.saveItem,
+		db.stmt.saveApproval, db.stmt.decide, db.stmt.unfinished, db.stmt.seq, db.stmt.history, db.stmt.findApproval} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
 	if db.reader != nil {
 		errs = append(errs, db.reader.Close())
 	}

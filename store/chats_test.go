@@ -1,0 +1,131 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"tollgate/prompt"
+	"tollgate/store"
+	"tollgate/tools/webfetch"
+)
+
+// botStore is bot.Store, copied until package bot lands: store must not
+// import bot, and this proves the method set matches.
+type botStore interface {
+	SaveChat(ctx context.Context, conversationID string, chatID int64) error
+	ChatOf(ctx context.Context, conversationID string) (int64, error)
+	AddApprovalMessage(ctx context.Context, approvalID string, chatID int64, messageID int) error
+	ApprovalMessages(ctx context.Context, approvalID string) (chatID int64, messageIDs []int, err error)
+	ApprovalByMessage(ctx context.Context, chatID int64, messageID int) (string, error)
+}
+
+var (
+	_ prompt.Store   = (*store.DB)(nil)
+	_ webfetch.Store = (*store.DB)(nil)
+	_ botStore       = (*store.DB)(nil)
+)
+
+func TestChats(t *testing.T) {
+	ctx := context.Background()
+	db, _ := openTemp(t)
+	if _, err := db.ChatOf(ctx, "conv"); !errors.Is(err, prompt.ErrNotFound) {
+		t.Fatalf("unknown conversation: %v", err)
+	}
+	for range 2 { // idempotent
+		if err := db.SaveChat(ctx, "conv", -1001234); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if id, err := db.ChatOf(ctx, "conv"); err != nil || id != -1001234 {
+		t.Fatalf("chat = %d, %v", id, err)
+	}
+	// A group migrated to a supergroup gets a new chat ID.
+	if err := db.SaveChat(ctx, "conv", -1009999); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := db.ChatOf(ctx, "conv"); err != nil || id != -1009999 {
+		t.Fatalf("chat after move = %d, %v", id, err)
+	}
+	if err := db.SaveChat(ctx, "", 1); err == nil {
+		t.Error("empty conversation ID saved")
+	}
+}
+
+func TestApprovalMessages(t *testing.T) {
+	ctx := context.Background()
+	db, _ := openTemp(t)
+	for _, id := range []string{"appr0000000000001", "appr0000000000002"} {
+		p := gatedPrompt("p"+id, "conv"+id, id)
+		if err := db.SavePrompt(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const a1, a2 = "appr0000000000001", "appr0000000000002"
+	if _, _, err := db.ApprovalMessages(ctx, a1); !errors.Is(err, prompt.ErrNotFound) {
+		t.Fatalf("no messages yet: %v", err)
+	}
+	// Re-sent after restarts: newer messages, some recorded twice.
+	for _, m := range []int{30, 10, 30, 20} {
+		if err := db.AddApprovalMessage(ctx, a1, 77, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.AddApprovalMessage(ctx, a2, 77, 40); err != nil {
+		t.Fatal(err)
+	}
+	chat, msgs, err := db.ApprovalMessages(ctx, a1)
+	if err != nil || chat != 77 || !reflect.DeepEqual(msgs, []int{30, 10, 20}) {
+		t.Fatalf("messages = %d %v %v; want 77 [30 10 20] (oldest first)", chat, msgs, err)
+	}
+	for m, want := range map[int]string{30: a1, 10: a1, 40: a2} {
+		if got, err := db.ApprovalByMessage(ctx, 77, m); err != nil || got != want {
+			t.Errorf("message %d shows %q, %v; want %s", m, got, err, want)
+		}
+	}
+	if _, err := db.ApprovalByMessage(ctx, 78, 30); !errors.Is(err, prompt.ErrNotFound) {
+		t.Errorf("message of another chat: %v", err)
+	}
+	if err := db.AddApprovalMessage(ctx, "missing", 77, 50); !errors.Is(err, prompt.ErrNotFound) {
+		t.Errorf("unknown approval: %v", err)
+	}
+	err = db.AddApprovalMessage(ctx, a2, 77, 30)
+	if err == nil || !strings.Contains(err.Error(), a1) {
+		t.Errorf("message already showing another approval: %v", err)
+	}
+	if got, _ := db.ApprovalByMessage(ctx, 77, 30); got != a1 {
+		t.Errorf("message 30 now shows %s", got)
+	}
+}
+
+func TestDomains(t *testing.T) {
+	ctx := context.Background()
+	db, _ := openTemp(t)
+	if ds, err := db.Domains(ctx); err != nil || len(ds) != 0 {
+		t.Fatalf("empty list: %v, %v", ds, err)
+	}
+	for _, d := range []string{"golang.org", "example.com", "xn--bcher-kva.example"} {
+		if added, err := db.AddDomain(ctx, d, "alice"); err != nil || !added {
+			t.Fatalf("add %s: %v, %v", d, added, err)
+		}
+	}
+	if added, err := db.AddDomain(ctx, "golang.org", "bob"); err != nil || added {
+		t.Fatalf("add again: %v, %v", added, err)
+	}
+	ds, err := db.Domains(ctx)
+	if err != nil || !slices.Equal(ds, []string{"example.com", "golang.org", "xn--bcher-kva.example"}) {
+		t.Fatalf("domains = %v, %v", ds, err)
+	}
+	if removed, err := db.RemoveDomain(ctx, "golang.org"); err != nil || !removed {
+		t.Fatalf("remove: %v, %v", removed, err)
+	}
+	if removed, err := db.RemoveDomain(ctx, "golang.org"); err != nil || removed {
+		t.Fatalf("remove again: %v, %v", removed, err)
+	}
+	if _, err := db.AddDomain(ctx, "", "alice"); err == nil {
+		t.Error("empty domain added")
+	}
+}
