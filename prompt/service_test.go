@@ -160,6 +160,33 @@ func (h *harness) wait(c *prompt.Completion) {
 	}
 }
 
+// waitEnded waits for a prompt resumed in the background to end, and
+// returns it as stored.
+func (h *harness) waitEnded(id string) *prompt.Prompt {
+	h.t.Helper()
+	var p *prompt.Prompt
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var err error
+		p, err = h.mem.Prompt(id)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		if p.State.Final() {
+			h.mu.Lock()
+			n := len(h.done)
+			h.mu.Unlock()
+			if n > 0 {
+				return p
+			}
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("prompt %s still %s", id, p.State)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func call(id, name, text string) prompt.ToolCall {
 	return prompttest.Call(id, name, fmt.Sprintf(`{"text":%q}`, text))
 }
@@ -555,12 +582,10 @@ func TestCrashWhileToolRunsIsOutcomeUnknownAfterRecover(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("recover = %d, %v", n, err)
 	}
-	c2 := h2.svc.GetActive(c.ID())
-	if c2 == nil {
-		t.Fatal("not active after recover")
+	p := h2.waitEnded(c.ID())
+	if p.State != prompt.StateCompleted {
+		t.Fatalf("state = %s", p.State)
 	}
-	h2.wait(c2)
-	p := wantState(t, c2, prompt.StateCompleted)
 	if cl := callOf(t, p, "c1"); cl.Status != prompt.CallInterrupted || cl.Result.Error != prompt.InterruptedError {
 		t.Fatalf("call = %+v %+v", cl, cl.Result)
 	}
@@ -605,9 +630,9 @@ func TestApprovedButNotStartedRunsOnceAfterRecover(t *testing.T) {
 	if _, err := h2.svc.Recover(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	c2 := h2.svc.GetActive(c.ID())
-	h2.wait(c2)
-	wantState(t, c2, prompt.StateCompleted)
+	if p := h2.waitEnded(c.ID()); p.State != prompt.StateCompleted {
+		t.Fatalf("state = %s", p.State)
+	}
 	if got := h2.rec.got(); !reflect.DeepEqual(got, []string{"test.gated:x"}) {
 		t.Fatalf("ran %v", got)
 	}
