@@ -187,12 +187,16 @@ func TestEscapingShowsArgumentsFaithfully(t *testing.T) {
 	h.start()
 	h.srv.UserMessage(alice.ID, alice, "go")
 	msg, _, _ := h.approvalMessage(1)
-	// Parsed by the fake as Telegram parses it: no bold entity came from
-	// the argument, and the text shows it literally.
+	// Parsed by the fake as Telegram parses it: the only bold entity is the
+	// header, none came from the argument.
+	bold := 0
 	for _, e := range msg.Entities {
-		if e.Type == "bold" && strings.Contains(string([]rune(msg.Text)[:0]), "") && e.Length == len("✅ Approved") {
-			t.Errorf("argument produced a bold entity: %+v", e)
+		if e.Type == "bold" {
+			bold++
 		}
+	}
+	if bold != 1 {
+		t.Errorf("%d bold entities, want 1 (the header): %+v", bold, msg.Entities)
 	}
 	for _, want := range []string{`</pre><b>✅ Approved</b>\nline two [U+202E]evil[U+200B]`} {
 		if !strings.Contains(msg.Text, want) {
@@ -342,9 +346,13 @@ func TestTypingWhileTheModelWorks(t *testing.T) {
 	var h *harness
 	h = newHarness(t, []prompttest.Step{{Text: "hi", Check: func(prompt.Request) error {
 		// The model is slow: it answers only once the chat shows typing.
-		h.srv.WaitCall(t, wait, telegramtest.Method("sendChatAction", telegramtest.Succeeded, func(c telegramtest.Call) bool {
+		// This runs on the service's goroutine: report, do not FailNow.
+		_, ok := h.srv.Await(wait, 1, telegramtest.Method("sendChatAction", telegramtest.Succeeded, func(c telegramtest.Call) bool {
 			return c.Param("action") == "typing" && c.Int("chat_id") == alice.ID
 		}))
+		if !ok {
+			t.Error("no typing shown while the model worked")
+		}
 		return nil
 	}}})
 	h.start()

@@ -198,23 +198,26 @@ type message struct {
 // the text: if Telegram refuses the entities, the plain text is sent.
 func (b *Bot) send(ctx context.Context, m message) (int, error) {
 	var id int
-	params := &tgbot.SendMessageParams{ChatID: m.chat, Text: m.html, ParseMode: models.ParseModeHTML,
-		LinkPreviewOptions: noPreview(), ReplyMarkup: m.markup}
-	if m.replyTo != 0 {
-		params.ReplyParameters = &models.ReplyParameters{MessageID: m.replyTo, AllowSendingWithoutReply: true}
-	}
-	call := func(ctx context.Context) error {
-		sent, err := b.tg.SendMessage(ctx, params)
-		if err == nil {
-			id = sent.ID
+	call := func(text string, mode models.ParseMode) func(context.Context) error {
+		return func(ctx context.Context) error {
+			// Fresh params per attempt: the library may still be reading
+			// the last ones when a failed request returns.
+			params := &tgbot.SendMessageParams{ChatID: m.chat, Text: text, ParseMode: mode,
+				LinkPreviewOptions: noPreview(), ReplyMarkup: m.markup}
+			if m.replyTo != 0 {
+				params.ReplyParameters = &models.ReplyParameters{MessageID: m.replyTo, AllowSendingWithoutReply: true}
+			}
+			sent, err := b.tg.SendMessage(ctx, params)
+			if err == nil {
+				id = sent.ID
+			}
+			return err
 		}
-		return err
 	}
-	err := b.do(ctx, m.chat, paceChat, "send message", call)
+	err := b.do(ctx, m.chat, paceChat, "send message", call(m.html, models.ParseModeHTML))
 	if err != nil && isParseError(err) && m.plain != "" {
 		b.log.Warn("telegram refused the formatting; sending plain text", "chat", m.chat, "err", err)
-		params.Text, params.ParseMode = m.plain, ""
-		err = b.do(ctx, m.chat, paceChat, "send plain message", call)
+		err = b.do(ctx, m.chat, paceChat, "send plain message", call(m.plain, ""))
 	}
 	return id, err
 }

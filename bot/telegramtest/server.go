@@ -142,8 +142,9 @@ type Server struct {
 	bot   models.User
 	hs    *httptest.Server
 
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
 
 	mu             sync.Mutex
 	changed        chan struct{} // closed and replaced on every change
@@ -198,10 +199,12 @@ func NewServer(t testing.TB, token string) *Server {
 
 // Close stops the server. It is called when the test ends.
 func (s *Server) Close() {
-	s.cancel()
-	s.hs.CloseClientConnections()
-	s.hs.Close()
-	s.wg.Wait()
+	s.closeOnce.Do(func() {
+		s.cancel()
+		s.hs.CloseClientConnections()
+		s.hs.Close()
+		s.wg.Wait()
+	})
 }
 
 // URL is the server's base URL, for WithServerURL or TELEGRAM_API_URL.
@@ -238,10 +241,10 @@ func (s *Server) Calls(match func(Call) bool) []Call {
 	return out
 }
 
-// WaitCalls waits until n calls match, and returns the first n; it fails
-// the test after timeout. Call it from the test's goroutine.
-func (s *Server) WaitCalls(t testing.TB, timeout time.Duration, n int, match func(Call) bool) []Call {
-	t.Helper()
+// Await waits up to timeout until n calls match and returns the first n,
+// or what matched so far and false. Unlike WaitCalls it may be called from
+// any goroutine.
+func (s *Server) Await(timeout time.Duration, n int, match func(Call) bool) ([]Call, bool) {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
@@ -255,15 +258,25 @@ func (s *Server) WaitCalls(t testing.TB, timeout time.Duration, n int, match fun
 		ch := s.changed
 		s.mu.Unlock()
 		if len(out) >= n {
-			return out[:n]
+			return out[:n], true
 		}
 		select {
 		case <-ch:
 		case <-deadline.C:
-			t.Fatalf("telegramtest: %d of %d expected calls after %v; calls: %s", len(out), n, timeout, s.summary())
-			return nil
+			return out, false
 		}
 	}
+}
+
+// WaitCalls waits until n calls match, and returns the first n; it fails
+// the test after timeout. Call it from the test's goroutine.
+func (s *Server) WaitCalls(t testing.TB, timeout time.Duration, n int, match func(Call) bool) []Call {
+	t.Helper()
+	out, ok := s.Await(timeout, n, match)
+	if !ok {
+		t.Fatalf("telegramtest: %d of %d expected calls after %v; calls: %s", len(out), n, timeout, s.summary())
+	}
+	return out
 }
 
 // WaitCall waits for the first call that matches; see WaitCalls.
