@@ -8,25 +8,16 @@ import (
 	"strings"
 	"testing"
 
+	"tollgate/bot"
 	"tollgate/prompt"
 	"tollgate/store"
 	"tollgate/tools/webfetch"
 )
 
-// botStore is bot.Store, copied until package bot lands: store must not
-// import bot, and this proves the method set matches.
-type botStore interface {
-	SaveChat(ctx context.Context, conversationID string, chatID int64) error
-	ChatOf(ctx context.Context, conversationID string) (int64, error)
-	AddApprovalMessage(ctx context.Context, approvalID string, chatID int64, messageID int) error
-	ApprovalMessages(ctx context.Context, approvalID string) (chatID int64, messageIDs []int, err error)
-	ApprovalByMessage(ctx context.Context, chatID int64, messageID int) (string, error)
-}
-
 var (
 	_ prompt.Store   = (*store.DB)(nil)
 	_ webfetch.Store = (*store.DB)(nil)
-	_ botStore       = (*store.DB)(nil)
+	_ bot.Store      = (*store.DB)(nil)
 )
 
 func TestChats(t *testing.T) {

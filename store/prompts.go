@@ -140,8 +140,9 @@ func (db *DB) savePrompt(ctx context.Context, tx *sql.Tx, p *prompt.Prompt) erro
 }
 
 // saveApproval inserts the approval of call c, or brings its row up to the
-// call's status. An approval ID that already belongs to another call is
-// refused rather than overwritten: the audit trail must stay true.
+// call's status. It refuses what would falsify the audit trail: an
+// approval ID that belongs to another call, and a decision on a pending
+// approval, which only DecideApproval's compare-and-set may record.
 func (db *DB) saveApproval(ctx context.Context, tx *sql.Tx, promptID string, c *prompt.Call, now string) error {
 	a := c.Approval
 	if a.ID == "" {
@@ -156,7 +157,7 @@ func (db *DB) saveApproval(ctx context.Context, tx *sql.Tx, promptID string, c *
 	if n, err := res.RowsAffected(); err != nil {
 		return err
 	} else if n == 0 {
-		return fmt.Errorf("save approval %s: the ID belongs to another call", a.ID)
+		return fmt.Errorf("save approval %s: it belongs to another call, or is pending and can only be decided by DecideApproval", a.ID)
 	}
 	return nil
 }
@@ -319,7 +320,8 @@ func (db *DB) prepare(ctx context.Context) error {
 			ON CONFLICT (id) DO UPDATE
 			SET status = excluded.status, decided_by = excluded.decided_by,
 			    decided_at = excluded.decided_at, note = excluded.note, updated_at = excluded.updated_at
-			WHERE prompt_id = excluded.prompt_id AND tool_call_id = excluded.tool_call_id`},
+			WHERE prompt_id = excluded.prompt_id AND tool_call_id = excluded.tool_call_id
+			  AND NOT (status = 'pending' AND excluded.status IN ('approved', 'rejected'))`},
 		{&db.stmt.decide, db.writer, `UPDATE approvals
 			SET status = ?, decided_by = ?, decided_at = ?, note = ?, updated_at = ?
 			WHERE id = ? AND prompt_id = ? AND tool_call_id = ? AND status = 'pending'`},

@@ -144,7 +144,8 @@ func TestFailedSaveLeavesStoredPromptIntact(t *testing.T) {
 	if err := db.SavePrompt(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	q := decided(p, true, "bob")
+	q := p.Clone()
+	q.Rev++
 	q.Output[0].Rev, q.Output[0].Text = q.Rev, "rewritten"
 	q.Output[2].Rev = q.Rev
 	q.Output[2].Call.Approval = &prompt.Approval{Reason: "no ID"}
@@ -379,4 +380,24 @@ func containsAll(s string, parts ...string) bool {
 		}
 	}
 	return true
+}
+
+func TestSavePromptCannotDecideAPendingApproval(t *testing.T) {
+	ctx := context.Background()
+	db, _ := openTemp(t)
+	p := gatedPrompt("p1", "conv", "appr0000000000001")
+	if err := db.SavePrompt(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.SavePrompt(ctx, decided(p, true, "mallory")); err == nil {
+		t.Fatal("a decision was saved without the compare-and-set")
+	}
+	other := gatedPrompt("p2", "conv2", "appr0000000000001") // same approval ID, another call
+	if err := db.SavePrompt(ctx, other); err == nil {
+		t.Fatal("an approval ID was taken over by another prompt")
+	}
+	ref, err := db.FindApproval(ctx, "appr0000000000001")
+	if err != nil || ref.Status != prompt.CallPending || ref.PromptID != "p1" {
+		t.Fatalf("approval now %+v, %v", ref, err)
+	}
 }
