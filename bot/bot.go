@@ -121,7 +121,8 @@ type Bot struct {
 	runCtx  context.Context
 	wg      sync.WaitGroup
 	early   []func(context.Context)
-	typing  map[int64]bool
+	typing  map[int64]bool // chats with a typing loop
+	kicked  map[int64]bool // a loop should look again before it ends
 	botName string
 }
 
@@ -167,6 +168,7 @@ func New(cfg Config) (*Bot, error) {
 		allowed: map[int64]bool{},
 		lim:     newLimiter(cfg.Limits),
 		typing:  map[int64]bool{},
+		kicked:  map[int64]bool{},
 	}
 	for _, id := range cfg.AllowedUsers {
 		b.allowed[id] = true
@@ -202,8 +204,16 @@ func (b *Bot) Run(ctx context.Context) error {
 	}
 	b.mu.Unlock()
 
-	me, err := b.tg.GetMe(ctx)
+	var me *models.User
+	err := b.do(ctx, 0, paceGlobal, "get me", func(ctx context.Context) error {
+		var err error
+		me, err = b.tg.GetMe(ctx)
+		return err
+	})
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before it started: not a failure
+		}
 		if errors.Is(err, tgbot.ErrorUnauthorized) || errors.Is(err, tgbot.ErrorNotFound) {
 			return fmt.Errorf("run bot: Telegram refused the bot token (check TELEGRAM_BOT_TOKEN): %w", err)
 		}

@@ -184,35 +184,50 @@ func (b *Bot) helpText() string {
 // runs; it stops when the prompt waits for a human or ends.
 func (b *Bot) startTyping(chat int64, conv string) {
 	b.mu.Lock()
-	if b.typing[chat] || b.state != running {
-		b.mu.Unlock()
+	defer b.mu.Unlock()
+	if b.state != running {
+		return
+	}
+	if b.typing[chat] {
+		// The loop may be deciding to end just as a prompt resumes.
+		b.kicked[chat] = true
 		return
 	}
 	b.typing[chat] = true
 	b.goLocked(func(ctx context.Context) {
-		defer func() {
-			b.mu.Lock()
-			delete(b.typing, chat)
-			b.mu.Unlock()
-		}()
 		for {
-			c := b.cfg.Service.ActiveIn(conv)
-			if c == nil || c.Prompt().State != prompt.StateRunning {
-				return
+			b.typeWhileRunning(ctx, chat, conv)
+			b.mu.Lock()
+			again := b.kicked[chat] && ctx.Err() == nil
+			delete(b.kicked, chat)
+			if !again {
+				delete(b.typing, chat)
 			}
-			// One attempt: a missed "typing…" is not worth a retry.
-			if err := b.lim.wait(ctx, 0, paceGlobal); err != nil {
-				return
-			}
-			if _, err := b.tg.SendChatAction(ctx, &tgbot.SendChatActionParams{ChatID: chat, Action: models.ChatActionTyping}); err != nil {
-				b.log.Debug("send typing", "chat", chat, "err", err)
-			}
-			if sleep(ctx, b.cfg.Limits.Typing) != nil {
+			b.mu.Unlock()
+			if !again {
 				return
 			}
 		}
 	})
-	b.mu.Unlock()
+}
+
+func (b *Bot) typeWhileRunning(ctx context.Context, chat int64, conv string) {
+	for {
+		c := b.cfg.Service.ActiveIn(conv)
+		if c == nil || c.Prompt().State != prompt.StateRunning {
+			return
+		}
+		// One attempt: a missed "typing…" is not worth a retry.
+		if err := b.lim.wait(ctx, 0, paceGlobal); err != nil {
+			return
+		}
+		if _, err := b.tg.SendChatAction(ctx, &tgbot.SendChatActionParams{ChatID: chat, Action: models.ChatActionTyping}); err != nil {
+			b.log.Debug("send typing", "chat", chat, "err", err)
+		}
+		if sleep(ctx, b.cfg.Limits.Typing) != nil {
+			return
+		}
+	}
 }
 
 // sendApproval sends a request with its buttons (and its input as a
