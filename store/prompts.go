@@ -183,8 +183,10 @@ func (db *DB) UnfinishedPrompts(ctx context.Context) ([]*prompt.Prompt, error) {
 	return ps, nil
 }
 
-// History implements prompt.Store. Returns an error wrapping
-// prompt.ErrNotFound if beforeID is not "" and no prompt has that ID.
+// History implements prompt.Store. "Before" is in the order prompts were
+// first saved, so beforeID bounds the result even if it belongs to another
+// conversation. Returns an error wrapping prompt.ErrNotFound if beforeID is
+// not "" and no prompt has that ID.
 func (db *DB) History(ctx context.Context, conversationID, beforeID string, limit int) ([]*prompt.Prompt, error) {
 	if limit <= 0 {
 		return nil, nil
