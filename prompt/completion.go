@@ -166,6 +166,7 @@ func (c *Completion) Cancel(ctx context.Context, by string) error {
 		return nil
 	}
 	// Waiting: no loop runs, so end it here, as a decision would.
+	before := c.p.Clone()
 	idx := c.findPending()
 	var approvalID string
 	if idx >= 0 {
@@ -184,11 +185,13 @@ func (c *Completion) Cancel(ctx context.Context, by string) error {
 	} else {
 		err = c.svc.store.SavePrompt(ctx, c.p)
 	}
-	c.mu.Unlock()
 	if err != nil {
-		// The stored prompt still waits; the next start shows it again.
-		return fmt.Errorf("cancel prompt %s: %w", c.p.ID, err)
+		// The stored prompt still waits, and so does this one.
+		c.p = before
+		c.mu.Unlock()
+		return fmt.Errorf("cancel prompt %s: %w", before.ID, err)
 	}
+	c.mu.Unlock()
 	c.svc.forgetApproval(approvalID)
 	c.finish(ctx)
 	return nil

@@ -871,3 +871,40 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+func TestDecisionThatCannotBeSavedChangesNothing(t *testing.T) {
+	var failing atomic.Bool
+	h := newHarness(t, opts{store: func(m *prompt.MemStore) prompt.Store {
+		return &failingDecide{Store: m, fail: &failing}
+	}}, prompttest.Calls(call("c1", "test.gated", "x")), prompttest.Answer("done"))
+	c := h.create("go")
+	failing.Store(true)
+	if err := c.Cancel(context.Background(), "alice"); err == nil {
+		t.Fatal("cancel succeeded although nothing was saved")
+	}
+	if err := h.svc.Approve(context.Background(), h.approvals()[0].ApprovalID, "alice"); err == nil {
+		t.Fatal("approve succeeded although nothing was saved")
+	}
+	p := wantState(t, c, prompt.StateWaiting)
+	if p.PendingCall() == nil || h.svc.ActiveIn("conv-1") != c || len(h.rec.got()) != 0 {
+		t.Fatal("failed cancel or approve changed the prompt")
+	}
+	failing.Store(false)
+	if err := h.svc.Approve(context.Background(), h.approvals()[0].ApprovalID, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	h.wait(c)
+	wantState(t, c, prompt.StateCompleted)
+}
+
+type failingDecide struct {
+	prompt.Store
+	fail *atomic.Bool
+}
+
+func (f *failingDecide) DecideApproval(ctx context.Context, p *prompt.Prompt, callID string) error {
+	if f.fail.Load() {
+		return errors.New("database is locked")
+	}
+	return f.Store.DecideApproval(ctx, p, callID)
+}
