@@ -49,8 +49,9 @@ type Store interface {
 	// approval, oldest first.
 	UnfinishedPrompts(ctx context.Context) ([]*Prompt, error)
 	// History returns up to limit of the latest prompts of conversationID
-	// created before prompt beforeID (before all, if beforeID is ""),
-	// oldest first.
+	// created before prompt beforeID (all of them, if beforeID is ""),
+	// oldest first. Returns ErrNotFound if beforeID is not a prompt of
+	// that conversation.
 	History(ctx context.Context, conversationID, beforeID string, limit int) ([]*Prompt, error)
 	// FindApproval returns the approval with the given ID, or ErrNotFound.
 	FindApproval(ctx context.Context, approvalID string) (ApprovalRef, error)
@@ -150,9 +151,11 @@ func (m *MemStore) History(ctx context.Context, conversationID, beforeID string,
 	defer m.mu.Unlock()
 	ids := m.byConv[conversationID]
 	if beforeID != "" {
-		if i := slices.Index(ids, beforeID); i >= 0 {
-			ids = ids[:i]
+		i := slices.Index(ids, beforeID)
+		if i < 0 {
+			return nil, fmt.Errorf("history before %s: %w", beforeID, ErrNotFound)
 		}
+		ids = ids[:i]
 	}
 	var out []*Prompt
 	for i := len(ids) - 1; i >= 0 && len(out) < limit; i-- {
