@@ -332,13 +332,22 @@ func TestStrangerGetsTheirIDAndNoModelCall(t *testing.T) {
 func TestHelpListsGatedTools(t *testing.T) {
 	h := newHarness(t, nil)
 	h.start()
-	h.srv.UserMessage(alice.ID, alice, "/help")
+	h.srv.UserMessage(alice.ID, alice, "/help@other_bot")
+	h.srv.UserMessage(alice.ID, alice, "/help@test_bot")
 	c := h.srv.WaitCall(t, wait, telegramtest.Method("sendMessage", telegramtest.Succeeded))
 	m, _ := c.Message()
 	for _, want := range []string{"shell.run", "/pending", "/cancel"} {
 		if !strings.Contains(m.Text, want) {
 			t.Errorf("help %q lacks %q", m.Text, want)
 		}
+	}
+	h.srv.UserMessage(alice.ID, alice, "/nonsense")
+	h.srv.WaitCall(t, wait, telegramtest.Method("sendMessage", telegramtest.Succeeded, textHas("do not know that command")))
+	if n := len(h.srv.Calls(telegramtest.Method("sendMessage"))); n != 2 {
+		t.Errorf("%d messages, want 2: a command for another bot gets no answer", n)
+	}
+	if n := len(h.model.Requests()); n != 0 {
+		t.Errorf("commands reached the model %d times", n)
 	}
 }
 

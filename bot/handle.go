@@ -56,7 +56,9 @@ func (b *Bot) handleMessage(ctx context.Context, m *models.Message) {
 		return
 	}
 	if cmd, ok := b.command(m); ok {
-		b.handleCommand(ctx, m, cmd)
+		if cmd != "" {
+			b.handleCommand(ctx, m, cmd)
+		}
 		return
 	}
 	if r := m.ReplyToMessage; r != nil {
@@ -84,7 +86,8 @@ func (b *Bot) handleMessage(ctx context.Context, m *models.Message) {
 }
 
 // command returns the bot command a message starts with, without the
-// "@botname" Telegram adds in groups.
+// "@botname" Telegram adds in groups; "" with true for a command meant for
+// another bot, which is none of ours to answer or to send to the model.
 func (b *Bot) command(m *models.Message) (string, bool) {
 	if len(m.Entities) == 0 || m.Entities[0].Type != models.MessageEntityTypeBotCommand || m.Entities[0].Offset != 0 {
 		return "", false
@@ -96,7 +99,7 @@ func (b *Bot) command(m *models.Message) (string, bool) {
 	name := b.botName
 	b.mu.Unlock()
 	if found && name != "" && !strings.EqualFold(at, name) {
-		return "", false // meant for another bot in the group
+		return "", true
 	}
 	return strings.ToLower(cmd), true
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 	"unicode"
@@ -273,6 +274,8 @@ func splitLong(s string, max int) []string {
 	return append(out, s)
 }
 
+var heading = regexp.MustCompile(`^#{1,6} `)
+
 // renderAnswer turns model text into messages of at most maxText
 // characters, split at line boundaries; nothing is dropped.
 func renderAnswer(text string) []chunk {
@@ -292,8 +295,8 @@ func renderAnswer(text string) []chunk {
 				h := &htmlText{}
 				h.text(part)
 				lines = append(lines, line{html: h.b.String(), plain: part, n: h.n, pre: true})
-			case strings.HasPrefix(part, "#"):
-				title := strings.TrimSpace(strings.TrimLeft(part, "#"))
+			case heading.MatchString(part):
+				title := strings.TrimSpace(heading.ReplaceAllString(part, ""))
 				h := &htmlText{}
 				h.wrap("b", title)
 				lines = append(lines, line{html: h.b.String(), plain: title, n: h.n})

@@ -129,3 +129,20 @@ func BenchmarkRenderAnswer10KB(b *testing.B) {
 		renderAnswer(text)
 	}
 }
+
+func TestRenderAnswerMarkdownish(t *testing.T) {
+	for in, want := range map[string]string{
+		"## Title":           "<b>Title</b>",
+		"#hashtag":           "#hashtag",
+		"2*3*4 < 5 & **ok**": "2*3*4 &lt; 5 &amp; <b>ok</b>",
+		"a `b<c>` d":         "a <code>b&lt;c&gt;</code> d",
+		"unmatched ` tick":   "unmatched ` tick",
+		"```\nx<y\n```":      "<pre>x&lt;y</pre>",
+	} {
+		in = strings.ReplaceAll(in, `\n`, "\n")
+		got := renderAnswer(in)
+		if len(got) != 1 || got[0].HTML != want {
+			t.Errorf("renderAnswer(%q) = %+v, want %q", in, got, want)
+		}
+	}
+}
