@@ -1,0 +1,218 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+)
+
+// defaultSystemPrompt tells the agent how approvals work, so it explains
+// a pause instead of retrying blindly.
+const defaultSystemPrompt = `You are Tollgate, a helpful assistant that chats with the user in Telegram.
+You can read web pages with the web-fetch tools. Some tool calls need the user's approval
+before they run: when a call is rejected, do not retry it; say what you would have done
+and ask how to go on. Answer concisely; plain text or simple Markdown.`
+
+// config is the whole configuration, read once from the environment.
+// The variable names are a contract with users' deployments: never rename.
+type config struct {
+	TelegramToken        string        `env:"TELEGRAM_BOT_TOKEN"`
+	TelegramAPIURL       string        `env:"TELEGRAM_API_URL" envDefault:"https://api.telegram.org"`
+	TelegramAllowedUsers string        `env:"TELEGRAM_ALLOWED_USERS"`
+	LLMBaseURL           string        `env:"LLM_BASE_URL" envDefault:"https://api.openai.com/v1"`
+	LLMAPIKey            string        `env:"LLM_API_KEY"`
+	LLMModel             string        `env:"LLM_MODEL" envDefault:"gpt-4.1-mini"`
+	LLMSystemPrompt      string        `env:"LLM_SYSTEM_PROMPT"`
+	LLMTimeout           time.Duration `env:"LLM_TIMEOUT" envDefault:"120s"`
+	DatabasePath         string        `env:"DATABASE_PATH" envDefault:"data/tollgate.db"`
+	WebfetchDomains      []string      `env:"WEBFETCH_ALLOWED_DOMAINS" envSeparator:","`
+	WebfetchAllowPrivate bool          `env:"WEBFETCH_ALLOW_PRIVATE" envDefault:"false"`
+	LogLevel             string        `env:"LOG_LEVEL" envDefault:"info"`
+	WebhookURL           string        `env:"WEBHOOK_URL"`
+	WebhookSecret        string        `env:"WEBHOOK_SECRET"`
+	ListenAddr           string        `env:"LISTEN_ADDR"`
+	ShutdownTimeout      time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"30s"`
+
+	allowedUsers []int64
+	logLevel     slog.Level
+}
+
+// loadConfig reads the environment through getenv and checks every value,
+// naming the variable in each error so a user knows what to fix.
+func loadConfig(getenv func(string) string) (config, error) {
+	var cfg config
+	params, err := env.GetFieldParams(&cfg)
+	if err != nil {
+		return cfg, fmt.Errorf("config: %w", err)
+	}
+	vars := map[string]string{}
+	for _, p := range params {
+		if v := getenv(p.Key); v != "" {
+			vars[p.Key] = v
+		}
+	}
+	if err := env.ParseWithOptions(&cfg, env.Options{Environment: vars}); err != nil {
+		return cfg, explainEnvError(err, vars)
+	}
+	var errs []error
+	if strings.TrimSpace(cfg.TelegramToken) == "" {
+		errs = append(errs, errors.New("TELEGRAM_BOT_TOKEN is required: create a bot with @BotFather and put its token in .env"))
+	}
+	if err := checkURL(cfg.TelegramAPIURL); err != nil {
+		errs = append(errs, fmt.Errorf("TELEGRAM_API_URL: %w", err))
+	}
+	if err := checkURL(cfg.LLMBaseURL); err != nil {
+		errs = append(errs, fmt.Errorf("LLM_BASE_URL: %w", err))
+	}
+	if strings.TrimSpace(cfg.LLMModel) == "" {
+		errs = append(errs, errors.New("LLM_MODEL must not be empty"))
+	}
+	if cfg.LLMSystemPrompt == "" {
+		cfg.LLMSystemPrompt = defaultSystemPrompt
+	}
+	users, err := parseUsers(cfg.TelegramAllowedUsers)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("TELEGRAM_ALLOWED_USERS: %w", err))
+	}
+	cfg.allowedUsers = users
+	if err := cfg.logLevel.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		errs = append(errs, fmt.Errorf("LOG_LEVEL: %q is not one of debug, info, warn, error", cfg.LogLevel))
+	}
+	if strings.TrimSpace(cfg.DatabasePath) == "" {
+		errs = append(errs, errors.New("DATABASE_PATH must not be empty"))
+	}
+	if cfg.WebhookURL != "" {
+		// Telegram itself refuses a non-https webhook, with its own message;
+		// a local Bot API server or a test may accept http.
+		if err := checkURL(cfg.WebhookURL); err != nil {
+			errs = append(errs, fmt.Errorf("WEBHOOK_URL: %w", err))
+		}
+		if cfg.WebhookSecret == "" {
+			errs = append(errs, errors.New("WEBHOOK_SECRET is required when WEBHOOK_URL is set"))
+		} else if !validSecret(cfg.WebhookSecret) {
+			errs = append(errs, errors.New("WEBHOOK_SECRET must be 1-256 characters of A-Z, a-z, 0-9, _ and - (Telegram's rule)"))
+		}
+		if cfg.ListenAddr == "" {
+			errs = append(errs, errors.New("LISTEN_ADDR is required when WEBHOOK_URL is set (for example :8080)"))
+		}
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		errs = append(errs, errors.New("SHUTDOWN_TIMEOUT must be positive"))
+	}
+	if cfg.LLMTimeout <= 0 {
+		errs = append(errs, errors.New("LLM_TIMEOUT must be positive"))
+	}
+	return cfg, errors.Join(errs...)
+}
+
+// explainEnvError rewrites the env library's errors, which name Go struct
+// fields, to name the variable and its value instead.
+func explainEnvError(err error, vars map[string]string) error {
+	var agg env.AggregateError
+	if !errors.As(err, &agg) {
+		return fmt.Errorf("config: %w", err)
+	}
+	var errs []error
+	for _, e := range agg.Errors {
+		var pe env.ParseError
+		if !errors.As(e, &pe) {
+			errs = append(errs, e)
+			continue
+		}
+		key := pe.Name
+		if f, ok := reflect.TypeFor[config]().FieldByName(pe.Name); ok {
+			key, _, _ = strings.Cut(f.Tag.Get("env"), ",")
+		}
+		errs = append(errs, fmt.Errorf("%s: %q is not a valid %s", key, vars[key], kindOf(pe.Type.String())))
+	}
+	return errors.Join(errs...)
+}
+
+func kindOf(goType string) string {
+	switch goType {
+	case "bool":
+		return "boolean (true or false)"
+	case "time.Duration":
+		return "duration (for example 30s or 2m)"
+	default:
+		return goType
+	}
+}
+
+func checkURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("%q is not a URL: %w", raw, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q must be an http or https URL", raw)
+	}
+	return nil
+}
+
+func parseUsers(s string) ([]int64, error) {
+	var ids []int64
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		id, err := strconv.ParseInt(f, 10, 64)
+		if err != nil || id <= 0 {
+			return nil, fmt.Errorf("%q is not a numeric Telegram user ID (write the numbers the bot shows a stranger, comma-separated)", f)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+func validSecret(s string) bool {
+	if len(s) > 256 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// summary is one log line's worth of configuration, secrets masked.
+func (c config) summary() []any {
+	mode := "polling"
+	if c.WebhookURL != "" {
+		mode = "webhook"
+	}
+	return []any{
+		"telegram_api_url", c.TelegramAPIURL,
+		"telegram_bot_token", mask(c.TelegramToken),
+		"allowed_users", c.allowedUsers,
+		"llm_base_url", c.LLMBaseURL,
+		"llm_api_key", mask(c.LLMAPIKey),
+		"llm_model", c.LLMModel,
+		"database_path", c.DatabasePath,
+		"webfetch_allowed_domains", c.WebfetchDomains,
+		"webfetch_allow_private", c.WebfetchAllowPrivate,
+		"mode", mode,
+		"webhook_url", c.WebhookURL,
+		"webhook_secret", mask(c.WebhookSecret),
+		"listen_addr", c.ListenAddr,
+		"log_level", c.logLevel.String(),
+	}
+}
+
+// mask shows whether a secret is set without showing it.
+func mask(s string) string {
+	if s == "" {
+		return "(unset)"
+	}
+	return "***"
+}

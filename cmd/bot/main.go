@@ -1,0 +1,211 @@
+// Command bot runs Tollgate: a Telegram bot that runs an LLM agent and asks
+// a human before any risky tool call runs.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"sync"
+	"syscall"
+	"time"
+
+	"tollgate/bot"
+	"tollgate/llm"
+	"tollgate/prompt"
+	"tollgate/store"
+	"tollgate/tools/webfetch"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = ""
+
+func main() {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		cancel()
+		<-sigs
+		fmt.Fprintln(os.Stderr, "tollgate: second signal, exiting at once")
+		os.Exit(130)
+	}()
+	err := run(ctx, os.Args, os.Getenv, os.Stdout, os.Stderr)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tollgate:", err)
+		os.Exit(1)
+	}
+}
+
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+// run is the whole program; main only adds signals and the exit code.
+// It returns when ctx ends (after a graceful shutdown) or on a start-up
+// error, which names what to fix.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 1 {
+		switch args[1] {
+		case "version", "--version", "-version":
+			fmt.Fprintln(stdout, "tollgate", buildVersion())
+			return nil
+		case "help", "--help", "-h":
+			fmt.Fprintln(stdout, "usage: bot [version]\n\nConfiguration comes from the environment; see .env.example and README.md.")
+			return nil
+		default:
+			return fmt.Errorf("unknown argument %q (usage: bot [version])", args[1])
+		}
+	}
+
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+	log.Info("starting tollgate", append([]any{"version", buildVersion()}, cfg.summary()...)...)
+	if len(cfg.allowedUsers) == 0 {
+		log.Warn("TELEGRAM_ALLOWED_USERS is empty: nobody may chat or decide; the bot tells each stranger their numeric ID")
+	}
+	if cfg.WebfetchAllowPrivate {
+		log.Warn("WEBFETCH_ALLOW_PRIVATE is set: web fetches may reach private networks and any port (development only)")
+	}
+
+	db, err := store.Open(ctx, cfg.DatabasePath, store.WithLogger(log))
+	if err != nil {
+		return fmt.Errorf("open database (DATABASE_PATH=%s): %w", cfg.DatabasePath, err)
+	}
+	defer func() {
+		if err := db.Close(); err != nil {
+			log.Error("close database", "err", err)
+		}
+	}()
+
+	fetcher, err := webfetch.New(ctx, webfetch.Config{
+		Store:        db,
+		Seed:         cfg.WebfetchDomains,
+		AllowPrivate: cfg.WebfetchAllowPrivate,
+		UserAgent:    "Tollgate/" + buildVersion() + " (Telegram bot; web-fetch tool)",
+		Logger:       log,
+	})
+	if err != nil {
+		return fmt.Errorf("web-fetch (WEBFETCH_ALLOWED_DOMAINS): %w", err)
+	}
+
+	model, err := llm.New(llm.Config{
+		BaseURL: cfg.LLMBaseURL,
+		APIKey:  cfg.LLMAPIKey,
+		Model:   cfg.LLMModel,
+		Timeout: cfg.LLMTimeout,
+		Logger:  log,
+	})
+	if err != nil {
+		return fmt.Errorf("model (LLM_BASE_URL, LLM_MODEL): %w", err)
+	}
+
+	svc, err := prompt.NewService(prompt.Config{
+		Model:  model,
+		Store:  db,
+		Tools:  fetcher.Tools(),
+		System: cfg.LLMSystemPrompt,
+		Logger: log,
+	})
+	if err != nil {
+		return fmt.Errorf("prompt service: %w", err)
+	}
+
+	tg, err := bot.New(bot.Config{
+		Token:        cfg.TelegramToken,
+		APIURL:       cfg.TelegramAPIURL,
+		AllowedUsers: cfg.allowedUsers,
+		Service:      svc,
+		Store:        db,
+		Logger:       log,
+		Webhook:      bot.Webhook{URL: cfg.WebhookURL, Secret: cfg.WebhookSecret},
+	})
+	if err != nil {
+		return fmt.Errorf("telegram: %w", err)
+	}
+
+	// Recovery before Telegram starts: the bot queues the re-sent requests
+	// and delivers them once it runs.
+	n, err := svc.Recover(ctx)
+	if err != nil {
+		return fmt.Errorf("recover pending prompts: %w", err)
+	}
+	log.Info("ready", "recovered_prompts", n)
+
+	runErr := serve(ctx, cfg, tg, log)
+
+	// Updates have stopped; let running model turns and tools finish.
+	// Prompts waiting for approval simply stay waiting.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := svc.Close(sctx); err != nil {
+		log.Warn("shutdown deadline passed; unfinished calls are resumed or reported on the next start", "err", err)
+	}
+	log.Info("stopped")
+	return runErr
+}
+
+// serve runs the Telegram side until ctx ends: long polling, or in webhook
+// mode an HTTP server for Telegram's deliveries and a health check.
+func serve(ctx context.Context, cfg config, tg *bot.Bot, log *slog.Logger) error {
+	if cfg.WebhookURL == "" {
+		if err := tg.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("telegram: %w", err)
+		}
+		return nil
+	}
+	ln, err := net.Listen("tcp", cfg.ListenAddr)
+	if err != nil {
+		return fmt.Errorf("listen on LISTEN_ADDR=%s: %w", cfg.ListenAddr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.Handle("/", tg.WebhookHandler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	log.Info("webhook server listening", "addr", ln.Addr().String())
+
+	var wg sync.WaitGroup
+	wg.Add(1)
+	srvErr := make(chan error, 1)
+	go func() {
+		defer wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			srvErr <- err
+		}
+	}()
+	runErr := tg.Run(ctx)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	wg.Wait()
+	select {
+	case err := <-srvErr:
+		return fmt.Errorf("webhook server: %w", err)
+	default:
+	}
+	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+		return fmt.Errorf("telegram: %w", runErr)
+	}
+	return nil
+}
