@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 )
 
 // Errors returned by the service and by stores.
@@ -24,12 +25,15 @@ var (
 	ErrClosed = errors.New("service closed")
 )
 
-// ApprovalRef locates an approval.
+// ApprovalRef locates an approval and tells where it stands.
 type ApprovalRef struct {
-	ID       string
-	PromptID string
-	CallID   string
-	Status   CallStatus
+	ID             string
+	PromptID       string
+	ConversationID string
+	CallID         string
+	Status         CallStatus
+	DecidedBy      string    // empty while pending
+	DecidedAt      time.Time // zero while pending
 }
 
 // Store keeps prompts. The service saves before it tells anyone of a
@@ -180,7 +184,10 @@ func (m *MemStore) FindApproval(ctx context.Context, approvalID string) (Approva
 		}
 		for _, it := range p.Output {
 			if c := it.Call; c != nil && c.Approval != nil && c.Approval.ID == approvalID {
-				return ApprovalRef{ID: approvalID, PromptID: p.ID, CallID: c.ID, Status: c.Status}, nil
+				return ApprovalRef{
+					ID: approvalID, PromptID: p.ID, ConversationID: p.ConversationID, CallID: c.ID,
+					Status: c.Status, DecidedBy: c.Approval.DecidedBy, DecidedAt: c.Approval.DecidedAt,
+				}, nil
 			}
 		}
 	}

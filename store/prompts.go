@@ -217,8 +217,12 @@ func (db *DB) History(ctx context.Context, conversationID, beforeID string, limi
 // FindApproval implements prompt.Store.
 func (db *DB) FindApproval(ctx context.Context, approvalID string) (prompt.ApprovalRef, error) {
 	ref := prompt.ApprovalRef{ID: approvalID}
-	var status string
-	err := db.stmt.findApproval.QueryRowContext(ctx, approvalID).Scan(&ref.PromptID, &ref.CallID, &status)
+	var (
+		status    string
+		decidedAt sql.NullString
+	)
+	err := db.stmt.findApproval.QueryRowContext(ctx, approvalID).Scan(&ref.PromptID, &ref.ConversationID,
+		&ref.CallID, &status, &ref.DecidedBy, &decidedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return prompt.ApprovalRef{}, fmt.Errorf("approval %s: %w", approvalID, prompt.ErrNotFound)
 	}
@@ -226,6 +230,11 @@ func (db *DB) FindApproval(ctx context.Context, approvalID string) (prompt.Appro
 		return prompt.ApprovalRef{}, fmt.Errorf("approval %s: %w", approvalID, err)
 	}
 	ref.Status = prompt.CallStatus(status)
+	if decidedAt.Valid && decidedAt.String != "" {
+		if ref.DecidedAt, err = parseTime(decidedAt.String); err != nil {
+			return prompt.ApprovalRef{}, fmt.Errorf("approval %s: decided_at: %w", approvalID, err)
+		}
+	}
 	return ref, nil
 }
 
@@ -336,7 +345,8 @@ func (db *DB) prepare(ctx context.Context) error {
 			FROM (SELECT * FROM prompts WHERE conversation_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?) p
 			LEFT JOIN prompt_items i ON i.prompt_id = p.id
 			ORDER BY p.seq, i.seq`},
-		{&db.stmt.findApproval, db.reader, `SELECT prompt_id, tool_call_id, status FROM approvals WHERE id = ?`},
+		{&db.stmt.findApproval, db.reader, `SELECT a.prompt_id, p.conversation_id, a.tool_call_id, a.status, a.decided_by, a.decided_at
+			FROM approvals a JOIN prompts p ON p.id = a.prompt_id WHERE a.id = ?`},
 	} {
 		st, err := s.on.PrepareContext(ctx, s.text)
 		if err != nil {

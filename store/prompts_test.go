@@ -273,9 +273,19 @@ func TestFindApproval(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref, err := db.FindApproval(ctx, "appr0000000000001")
-	want := prompt.ApprovalRef{ID: "appr0000000000001", PromptID: "p1", CallID: "c1", Status: prompt.CallPending}
+	want := prompt.ApprovalRef{ID: "appr0000000000001", PromptID: "p1", ConversationID: "conv", CallID: "c1", Status: prompt.CallPending}
 	if err != nil || ref != want {
 		t.Fatalf("got %+v, %v; want %+v", ref, err, want)
+	}
+	decidedAt := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	q := decided(gatedPrompt("p1", "conv", "appr0000000000001"), true, "bob")
+	q.Output[1].Call.Approval.DecidedAt = decidedAt
+	if err := db.DecideApproval(ctx, q, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	ref, err = db.FindApproval(ctx, "appr0000000000001")
+	if err != nil || ref.Status != prompt.CallApproved || ref.DecidedBy != "bob" || !ref.DecidedAt.Equal(decidedAt) {
+		t.Fatalf("after the decision: %+v, %v", ref, err)
 	}
 	if _, err := db.FindApproval(ctx, "missing"); !errors.Is(err, prompt.ErrNotFound) {
 		t.Fatalf("missing: %v", err)
