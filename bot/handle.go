@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	tgbot "github.com/go-telegram/bot"
@@ -253,6 +254,16 @@ func (b *Bot) sendApproval(ctx context.Context, req prompt.ApprovalRequest) erro
 	if err := b.cfg.Store.AddApprovalMessage(ctx, req.ApprovalID, chat, id); err != nil {
 		b.log.Error("record approval message", "approval", req.ApprovalID, "message", id, "err", err)
 	}
+	// A press on another copy may have decided it while this one was on
+	// its way; that press's edit did not know of this copy, so close it
+	// here rather than leave live-looking buttons behind.
+	if ref, err := b.cfg.Service.LookupApproval(ctx, req.ApprovalID); err == nil && ref.Status != prompt.CallPending {
+		icon, verb := "✅", "Approved"
+		if ref.Status == prompt.CallRejected {
+			icon, verb = "❌", "Rejected"
+		}
+		b.editApproval(ctx, req.ApprovalID, &req, nil, outcomeLine(icon, verb, ref.DecidedBy, ref.DecidedAt, ""))
+	}
 	if view.Document != nil {
 		caption := fmt.Sprintf("Full input of %s (%d characters)", oneLine(req.ToolName), utf16Len(string(view.Document)))
 		if err := b.sendDocument(ctx, chat, id, "input-"+req.ApprovalID+".json", view.Document, caption); err != nil {
@@ -410,6 +421,13 @@ func (b *Bot) editApproval(ctx context.Context, id string, req *prompt.ApprovalR
 			return
 		}
 		chat, ids = shown.Chat.ID, []int{shown.ID}
+	} else if shown != nil && shown.Chat.ID == chat && !slices.Contains(ids, shown.ID) {
+		// A copy whose record was lost (the process died between sending
+		// and recording it) was pressed: edit it too, and record it.
+		ids = append(ids, shown.ID)
+		if err := b.cfg.Store.AddApprovalMessage(ctx, id, chat, shown.ID); err != nil {
+			b.log.Warn("record pressed approval message", "approval", id, "message", shown.ID, "err", err)
+		}
 	}
 	var base string
 	switch {
