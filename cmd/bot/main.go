@@ -128,6 +128,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("prompt service: %w", err)
 	}
+	// Caught here rather than as a refused request in the middle of a chat.
+	for _, d := range svc.Tools() {
+		if _, err := llm.WireName(d.Name); err != nil {
+			return fmt.Errorf("tool %s cannot be offered to the model: %w", d.Name, err)
+		}
+	}
 
 	tg, err := bot.New(bot.Config{
 		Token:        cfg.TelegramToken,
