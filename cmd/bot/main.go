@@ -82,9 +82,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if len(cfg.allowedUsers) == 0 {
 		log.Warn("TELEGRAM_ALLOWED_USERS is empty: nobody may chat or decide; the bot tells each stranger their numeric ID")
 	}
-	if cfg.WebfetchAllowPrivate {
-		log.Warn("WEBFETCH_ALLOW_PRIVATE is set: web fetches may reach private networks and any port (development only)")
-	}
 
 	db, err := store.Open(ctx, cfg.DatabasePath, store.WithLogger(log))
 	if err != nil {
