@@ -9,8 +9,10 @@ LDFLAGS := -X main.version=$(VERSION)
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/bot
 
+# .env is read by the bot itself, literally, so a value with spaces or $
+# needs no shell quoting; variables set in the environment win over it.
 run: build
-	@if [ -f .env ]; then set -a; . ./.env; set +a; fi; ./$(BIN)
+	@if [ -f .env ]; then exec ./$(BIN) --env-file .env; else exec ./$(BIN); fi
 
 test: fmt-check vet
 	$(GO) test -race -count=1 ./...

@@ -63,7 +63,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	var errs []error
 	if strings.TrimSpace(cfg.TelegramToken) == "" {
-		errs = append(errs, errors.New("TELEGRAM_BOT_TOKEN is required: create a bot with @BotFather and put its token in .env"))
+		errs = append(errs, errors.New("TELEGRAM_BOT_TOKEN is required: create a bot with @BotFather, then cp .env.example .env and set it there"))
 	}
 	if err := checkURL(cfg.TelegramAPIURL); err != nil {
 		errs = append(errs, fmt.Errorf("TELEGRAM_API_URL: %w", err))

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -75,5 +78,33 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("env %v: err = %v, want it to contain %q", tc.env, err, tc.want)
 		}
+	}
+}
+
+func TestEnvFileIsReadLiterallyAndTheEnvironmentWins(t *testing.T) {
+	path := filepath.Join(t.TempDir(), ".env")
+	content := "# comment\nTELEGRAM_BOT_TOKEN=from-file\nLLM_SYSTEM_PROMPT=Be brief; say $HOME `date` as is\nLLM_MODEL=\"quoted model\"\nLOG_LEVEL=warn\n"
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file, err := readEnvFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	getenv := withFallback(envOf(map[string]string{"LOG_LEVEL": "debug"}), file)
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.TelegramToken != "from-file" || cfg.LLMModel != "quoted model" || cfg.LogLevel != "debug" ||
+		!strings.Contains(cfg.LLMSystemPrompt, "Be brief; say") || !strings.Contains(cfg.LLMSystemPrompt, "`date` as is") {
+		t.Fatalf("cfg = %+v", cfg)
+	}
+	if _, err := readEnvFile(filepath.Join(t.TempDir(), "missing")); err == nil {
+		t.Fatal("missing env file accepted")
+	}
+	var out strings.Builder
+	if err := run(context.Background(), []string{"bot", "--env-file"}, envOf(nil), &out, &out); err == nil {
+		t.Fatal("--env-file without a name accepted")
 	}
 }

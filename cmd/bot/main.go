@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/joho/godotenv"
+
 	"tollgate/bot"
 	"tollgate/llm"
 	"tollgate/prompt"
@@ -60,16 +62,26 @@ func buildVersion() string {
 // It returns when ctx ends (after a graceful shutdown) or on a start-up
 // error, which names what to fix.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	const usage = "usage: bot [--env-file FILE] | bot version"
 	if len(args) > 1 {
 		switch args[1] {
 		case "version", "--version", "-version":
 			fmt.Fprintln(stdout, "tollgate", buildVersion())
 			return nil
 		case "help", "--help", "-h":
-			fmt.Fprintln(stdout, "usage: bot [version]\n\nConfiguration comes from the environment; see .env.example and README.md.")
+			fmt.Fprintln(stdout, usage+"\n\nConfiguration comes from the environment, and from FILE for variables\nthe environment does not set; see .env.example and README.md.")
 			return nil
+		case "--env-file", "-env-file":
+			if len(args) != 3 {
+				return fmt.Errorf("--env-file needs a file name (%s)", usage)
+			}
+			fileEnv, err := readEnvFile(args[2])
+			if err != nil {
+				return err
+			}
+			getenv = withFallback(getenv, fileEnv)
 		default:
-			return fmt.Errorf("unknown argument %q (usage: bot [version])", args[1])
+			return fmt.Errorf("unknown argument %q (%s)", args[1], usage)
 		}
 	}
 
@@ -164,6 +176,33 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	log.Info("stopped")
 	return runErr
+}
+
+// readEnvFile reads KEY=VALUE lines. Nothing is run by a shell, so spaces
+// and quotes in a value are safe; $NAME refers to an earlier line of the
+// file, and single quotes keep a value exactly as written.
+func readEnvFile(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read env file: %w", err)
+	}
+	defer f.Close()
+	vars, err := godotenv.Parse(f)
+	if err != nil {
+		return nil, fmt.Errorf("read env file %s: %w", path, err)
+	}
+	return vars, nil
+}
+
+// withFallback lets the real environment win over the file, so a value set
+// for one run overrides .env.
+func withFallback(getenv func(string) string, file map[string]string) func(string) string {
+	return func(key string) string {
+		if v := getenv(key); v != "" {
+			return v
+		}
+		return file[key]
+	}
 }
 
 // serve runs the Telegram side until ctx ends: long polling, or in webhook
