@@ -256,6 +256,12 @@ func (b *Bot) serve(ctx context.Context, username string, queued int) error {
 			return err
 		})
 	}
+	if err != nil && b.cfg.Webhook.URL == "" && errors.Is(err, tgbot.ErrorNotFound) {
+		// A Bot API server without deleteWebhook has no webhook to delete;
+		// polling works without it.
+		b.log.Warn("deleteWebhook not supported by the Bot API server; polling anyway", "err", err)
+		err = nil
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while registering: not a failure
