@@ -8,7 +8,9 @@
 // name that resolves to a private address, or that is rebound between a
 // check and the connect, is refused. Every redirect hop is checked again.
 // Config.AllowPrivate lifts the address and port checks for local
-// development; cloud metadata addresses stay refused even then.
+// development; an internal host the operator seeded by name (localhost,
+// 127.0.0.1, nas.local) is exempt from them on its own. Cloud metadata
+// addresses stay refused even then.
 //
 // # Concurrency
 //

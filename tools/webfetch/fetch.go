@@ -37,11 +37,8 @@ var metadataAddrs = []netip.Prefix{
 }
 
 func (f *Fetcher) defaultCheckAddr(ap netip.AddrPort) error {
-	ip := ap.Addr().Unmap().WithZone("")
-	for _, p := range metadataAddrs {
-		if p.Contains(ip) {
-			return fmt.Errorf("%w: %s is a cloud metadata address", ErrBlocked, ip)
-		}
+	if err := checkMetadata(ap); err != nil {
+		return err
 	}
 	if f.allowPrivate {
 		return nil
@@ -50,6 +47,42 @@ func (f *Fetcher) defaultCheckAddr(ap netip.AddrPort) error {
 		return fmt.Errorf("%w: %v", ErrBlocked, err)
 	}
 	return nil
+}
+
+func checkMetadata(ap netip.AddrPort) error {
+	ip := ap.Addr().Unmap().WithZone("")
+	for _, p := range metadataAddrs {
+		if p.Contains(ip) {
+			return fmt.Errorf("%w: %s is a cloud metadata address", ErrBlocked, ip)
+		}
+	}
+	return nil
+}
+
+// isInternal reports whether a seeded host can only name an internal
+// destination: an IP literal, or a name outside the public DNS.
+func isInternal(host string) bool {
+	if strings.HasPrefix(host, "*.") {
+		return false
+	}
+	if _, ok := parseIP(host); ok {
+		return true
+	}
+	return publicName(host) != nil
+}
+
+// internalDialKey marks, in a dial's context, the operator-trusted
+// internal host the connection is for.
+type internalDialKey struct{}
+
+// controlInternal is control for the operator's internal hosts: only the
+// metadata addresses stay refused.
+func (f *Fetcher) controlInternal(network, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return fmt.Errorf("%w: cannot parse %s: %v", ErrBlocked, address, err)
+	}
+	return checkMetadata(ap)
 }
 
 // control runs just before each connect, with the address the socket is
@@ -67,11 +100,15 @@ func (f *Fetcher) control(network, address string, _ syscall.RawConn) error {
 
 // dialContext resolves names with f.resolver and dials the addresses one
 // by one; the dialer's Control hook checks each.
-func (f *Fetcher) dialContext(d *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
+func (f *Fetcher) dialContext(d, internal *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		host, port, err := net.SplitHostPort(addr)
 		if err != nil {
 			return nil, err
+		}
+		dialer := d
+		if h, _ := ctx.Value(internalDialKey{}).(string); h != "" && h == host && f.internal[host] {
+			dialer = internal
 		}
 		var ips []netip.Addr
 		if ip, err := netip.ParseAddr(host); err == nil {
@@ -87,7 +124,7 @@ func (f *Fetcher) dialContext(d *net.Dialer) func(ctx context.Context, network, 
 		}
 		var errs []error
 		for _, ip := range ips {
-			conn, err := d.DialContext(ctx, network, net.JoinHostPort(ip.String(), port))
+			conn, err := dialer.DialContext(ctx, network, net.JoinHostPort(ip.String(), port))
 			if err == nil {
 				return conn, nil
 			}
@@ -103,8 +140,9 @@ func (f *Fetcher) dialContext(d *net.Dialer) func(ctx context.Context, network, 
 // target is a URL that passed the checks, rewritten to its canonical host
 // so that what was checked is what is dialled.
 type target struct {
-	url  *url.URL
-	host string // canonical, without port
+	url      *url.URL
+	host     string // canonical, without port
+	internal bool   // an internal host the operator seeded: no address checks
 }
 
 // checkURL parses raw and refuses what may never be fetched, before any
@@ -153,11 +191,18 @@ func (f *Fetcher) checkParsed(u *url.URL) (target, error) {
 		return target{}, fmt.Errorf("%q is not a host name", hostname)
 	}
 	ip, isIP := parseIP(host)
-	if isIP {
+	internal := f.internal[host]
+	switch {
+	case internal && isIP:
+		if err := checkMetadata(netip.AddrPortFrom(ip, portNum)); err != nil {
+			return target{}, err
+		}
+	case internal:
+	case isIP:
 		if err := f.checkAddr(netip.AddrPortFrom(ip, portNum)); err != nil {
 			return target{}, err
 		}
-	} else if !f.allowPrivate {
+	case !f.allowPrivate:
 		if portNum != 80 && portNum != 443 {
 			return target{}, fmt.Errorf("%w: port %d (only 80 and 443)", ErrBlocked, portNum)
 		}
@@ -175,7 +220,7 @@ func (f *Fetcher) checkParsed(u *url.URL) (target, error) {
 	if port != "" {
 		t.Host = net.JoinHostPort(host, port)
 	}
-	return target{url: &t, host: host}, nil
+	return target{url: &t, host: host, internal: internal}, nil
 }
 
 // notFollowedError reports a redirect to a host the fetch may not reach
@@ -195,7 +240,11 @@ func (f *Fetcher) fetch(ctx context.Context, t target, approvedHost string) (str
 	seen := map[string]bool{}
 	for hop := 0; ; hop++ {
 		seen[t.url.String()] = true
-		resp, err := f.get(ctx, t.url)
+		dctx := ctx
+		if t.internal {
+			dctx = context.WithValue(ctx, internalDialKey{}, t.host)
+		}
+		resp, err := f.get(dctx, t.url)
 		if err != nil {
 			return "", f.describe(ctx, t.url, err)
 		}

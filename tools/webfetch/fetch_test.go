@@ -646,3 +646,50 @@ func TestFetchDeeplyNestedHTML(t *testing.T) {
 		t.Fatalf("output lost the text: %q", out[:min(len(out), 200)])
 	}
 }
+
+// TestSeededInternalHostsSkipTheChecks: WEBFETCH_ALLOWED_DOMAINS is the
+// operator's own list; a host in it that can only be internal (localhost,
+// an IP literal) is reachable with the checks on, and only that host.
+func TestSeededInternalHostsSkipTheChecks(t *testing.T) {
+	var hits atomic.Int32
+	var port string
+	port = serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		if r.URL.Path == "/go" {
+			http.Redirect(w, r, "http://127.0.0.2:"+port+"/", http.StatusFound)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprint(w, "internal page")
+	}))
+	r := newResolver("localhost", "127.0.0.1", "example.com", "127.0.0.1")
+	f := newFetcher(t, Config{Resolver: r, Seed: []string{"localhost", "127.0.0.1", "example.com", "169.254.169.254"}})
+	for _, u := range []string{"http://localhost:" + port + "/", "http://127.0.0.1:" + port + "/"} {
+		out, err := invoke(t, f, u)
+		if err != nil || !strings.Contains(out, "internal page") {
+			t.Fatalf("%s: %q, %v", u, out, err)
+		}
+	}
+	if hits.Load() != 2 {
+		t.Fatalf("hits = %d", hits.Load())
+	}
+	// A public name keeps the checks even when listed: it may resolve anywhere.
+	if _, err := invoke(t, f, "http://example.com:"+port+"/"); !errors.Is(err, ErrBlocked) {
+		t.Errorf("listed public name on loopback: %v, want ErrBlocked", err)
+	}
+	// Another internal address is refused, even with a human's approval.
+	if _, err := f.checkURL("http://127.0.0.2:" + port + "/"); !errors.Is(err, ErrBlocked) {
+		t.Errorf("unlisted loopback address: %v, want ErrBlocked", err)
+	}
+	// A redirect away from the trusted host is checked as usual.
+	if _, err := invoke(t, f, "http://127.0.0.1:"+port+"/go"); !errors.Is(err, ErrBlocked) {
+		t.Errorf("redirect to another loopback address: %v, want ErrBlocked", err)
+	}
+	// Metadata addresses stay refused even when the operator lists one.
+	if _, err := invoke(t, f, "http://169.254.169.254/latest/meta-data/"); !errors.Is(err, ErrBlocked) {
+		t.Errorf("seeded metadata address: %v, want ErrBlocked", err)
+	}
+	if hits.Load() != 3 {
+		t.Fatalf("hits = %d; only the trusted host may have been reached", hits.Load())
+	}
+}

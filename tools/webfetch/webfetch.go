@@ -61,6 +61,9 @@ type Config struct {
 	// Seed is added to the allowlist at start (WEBFETCH_ALLOWED_DOMAINS).
 	// The operator is trusted: an entry may name any host, localhost and
 	// IP addresses included, but it must be well formed (see Canonical).
+	// An entry that can only be internal (an IP literal, localhost, a name
+	// outside the public DNS such as nas.local) is reachable on any port
+	// without AllowPrivate; the checks stay on for every other host.
 	// Blank entries are skipped.
 	Seed []string
 	// AllowPrivate lifts the address and port checks, so loopback,
@@ -86,8 +89,12 @@ type Config struct {
 
 // Fetcher holds the web-fetch tools. Safe for concurrent use.
 type Fetcher struct {
-	store        Store
-	seeded       map[string]bool
+	store  Store
+	seeded map[string]bool
+	// internal are seeded hosts that can only be internal (IP literals,
+	// localhost, special-use names such as .local): the operator named them
+	// on purpose, so the address and port checks are lifted for them alone.
+	internal     map[string]bool
 	allowPrivate bool
 	timeout      time.Duration
 	maxBody      int64
@@ -118,6 +125,7 @@ func New(ctx context.Context, cfg Config) (*Fetcher, error) {
 	f := &Fetcher{
 		store:        cfg.Store,
 		seeded:       make(map[string]bool),
+		internal:     make(map[string]bool),
 		allowPrivate: cfg.AllowPrivate,
 		timeout:      orDefault(cfg.Timeout, DefaultTimeout),
 		maxBody:      orDefault(cfg.MaxBody, DefaultMaxBody),
@@ -151,18 +159,22 @@ func New(ctx context.Context, cfg Config) (*Fetcher, error) {
 			return nil, fmt.Errorf("webfetch: seed allowlist with %s: %w", c, err)
 		}
 		f.seeded[c] = true
+		if isInternal(c) {
+			f.internal[c] = true
+		}
 	}
 	if f.allowPrivate {
 		f.log.Warn("web-fetch may reach private addresses and any port (WEBFETCH_ALLOW_PRIVATE): for local development only")
 	}
 
 	dialer := &net.Dialer{Timeout: 10 * time.Second, Control: f.control}
+	internalDialer := &net.Dialer{Timeout: 10 * time.Second, Control: f.controlInternal}
 	f.client = &http.Client{
 		Transport: &http.Transport{
 			// No proxy: a proxy would connect on our behalf, out of
 			// reach of the address check.
 			Proxy:                  nil,
-			DialContext:            f.dialContext(dialer),
+			DialContext:            f.dialContext(dialer, internalDialer),
 			TLSClientConfig:        &tls.Config{MinVersion: tls.VersionTLS12},
 			TLSHandshakeTimeout:    10 * time.Second,
 			MaxResponseHeaderBytes: 64 << 10,
