@@ -32,8 +32,17 @@ func who(u models.User) string {
 	if name == "" {
 		return fmt.Sprintf("user %d", u.ID)
 	}
+	// Telegram allows 128 characters of name; cut it so that the ID, the
+	// part that identifies, survives every later shortening.
+	if name = oneLine(name); utf16Len(name) > maxWhoName {
+		name = cutUnits(name, maxWhoName) + "…"
+	}
 	return fmt.Sprintf("%s (%d)", name, u.ID)
 }
+
+// maxWhoName bounds the name part of who, in UTF-16 units: with " (ID)" it
+// stays under maxByLength.
+const maxWhoName = 48
 
 const internalError = "Something went wrong on my side; please try again."
 
@@ -113,7 +122,7 @@ func (b *Bot) busy(ctx context.Context, chat int64, conv string, msgID int) {
 	if c := b.cfg.Service.ActiveIn(conv); c != nil {
 		if req, ok := c.PendingRequest(); ok {
 			h := &htmlText{}
-			h.text(" It is waiting for your decision on ").wrap("code", oneLine(req.ToolName)).text(": this request (or send /pending).")
+			h.text(" It is waiting for your decision on ").wrap("code", clip(req.ToolName, maxNameLength)).text(": this request (or send /pending).")
 			text += h.b.String()
 			if _, ids, err := b.cfg.Store.ApprovalMessages(ctx, req.ApprovalID); err == nil && len(ids) > 0 {
 				replyTo = ids[len(ids)-1]
@@ -265,7 +274,7 @@ func (b *Bot) sendApproval(ctx context.Context, req prompt.ApprovalRequest) erro
 		b.editApproval(ctx, req.ApprovalID, &req, nil, outcomeLine(icon, verb, ref.DecidedBy, ref.DecidedAt, ""))
 	}
 	if view.Document != nil {
-		caption := fmt.Sprintf("Full input of %s (%d characters)", oneLine(req.ToolName), utf16Len(string(view.Document)))
+		caption := fmt.Sprintf("Full input of %s (%d characters)", clip(req.ToolName, maxNameLength), utf16Len(string(view.Document)))
 		if err := b.sendDocument(ctx, chat, id, "input-"+req.ApprovalID+".json", view.Document, caption); err != nil {
 			b.log.Error("send approval input document", "approval", req.ApprovalID, "err", err)
 			b.note(ctx, chat, id, "I could not attach the full input of this request; reject it if you cannot judge it.")

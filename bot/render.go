@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf16"
+	"unicode/utf8"
 
 	"tollgate/prompt"
 )
@@ -150,19 +151,42 @@ func prettyInput(raw json.RawMessage) string {
 	return buf.String()
 }
 
+// Bounds, in UTF-16 units, on the values shown around the input, so that a
+// request always fits in one message with room for its outcome line: a
+// model can name a queued call anything and fill its arguments with
+// characters that visible expands.
 const (
 	maxQueuedShown  = 5
+	maxNameLength   = 64
 	maxQueuedArgs   = 200
 	maxReasonLength = 1000
+	maxByLength     = 100
+	maxNoteLength   = 180
 )
 
-// shorten cuts s to n runes and says so: nothing is shortened silently.
-func shorten(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
+// cutUnits returns the longest prefix of s, cut at a rune boundary, that
+// Telegram counts as at most n characters (UTF-16 code units).
+func cutUnits(s string, n int) string {
+	units := 0
+	for i, r := range s {
+		if units+utf16.RuneLen(r) > n {
+			return s[:i]
+		}
+		units += utf16.RuneLen(r)
 	}
-	return string(r[:n]) + fmt.Sprintf("… (%d characters in all)", len(r))
+	return s
+}
+
+// clip is oneLine cut to n UTF-16 units, saying so with the length of s:
+// nothing is shortened silently. The cut comes after visible, whose
+// markers can make a value eight times longer, so that the bound holds for
+// what Telegram counts.
+func clip(s string, n int) string {
+	v := oneLine(s)
+	if utf16Len(v) <= n {
+		return v
+	}
+	return cutUnits(v, n) + fmt.Sprintf("… (%d characters in all)", utf8.RuneCountInString(s))
 }
 
 // renderApproval shows a request: tool, reason, input and what is queued
@@ -172,9 +196,9 @@ func renderApproval(req prompt.ApprovalRequest) approvalView {
 	input := visible(prettyInput(req.Input))
 	build := func(inline bool) *htmlText {
 		h := &htmlText{}
-		h.tag("🔐 ").wrap("b", "Approval needed").text("\nTool: ").wrap("code", oneLine(req.ToolName))
+		h.tag("🔐 ").wrap("b", "Approval needed").text("\nTool: ").wrap("code", clip(req.ToolName, maxNameLength))
 		if req.Reason != "" {
-			h.text("\nReason: " + oneLine(shorten(req.Reason, maxReasonLength)))
+			h.text("\nReason: " + clip(req.Reason, maxReasonLength))
 		}
 		if inline {
 			h.text("\nInput:\n").wrap("pre", input)
@@ -188,7 +212,7 @@ func renderApproval(req prompt.ApprovalRequest) approvalView {
 					h.text(fmt.Sprintf("\n…and %d more.", len(req.Queued)-maxQueuedShown))
 					break
 				}
-				h.text(fmt.Sprintf("\n%d. ", i+1)).wrap("code", oneLine(q.Name)).text(" ").wrap("code", oneLine(shorten(q.Arguments, maxQueuedArgs)))
+				h.text(fmt.Sprintf("\n%d. ", i+1)).wrap("code", clip(q.Name, maxNameLength)).text(" ").wrap("code", clip(q.Arguments, maxQueuedArgs))
 			}
 		}
 		return h
@@ -199,12 +223,15 @@ func renderApproval(req prompt.ApprovalRequest) approvalView {
 	return approvalView{HTML: build(false).b.String(), Document: []byte(prettyInput(req.Input))}
 }
 
-// outcomeLine is added to every copy of a decided request.
+// outcomeLine is added to every copy of a decided request. Telegram counts
+// it as at most outcomeRoom characters, so the edit that adds it to a
+// request rendered by renderApproval is never refused as too long (which
+// would leave live-looking buttons on a decided request).
 func outcomeLine(icon, verb, by string, at time.Time, note string) string {
 	h := &htmlText{}
-	h.text("\n\n"+icon+" ").wrap("b", verb).text(" by " + oneLine(by) + " at " + at.UTC().Format("2006-01-02 15:04 UTC"))
+	h.text("\n\n"+icon+" ").wrap("b", verb).text(" by " + clip(by, maxByLength) + " at " + at.UTC().Format("2006-01-02 15:04 UTC"))
 	if note != "" {
-		h.text(": " + oneLine(shorten(note, 300)))
+		h.text(": " + clip(note, maxNoteLength))
 	}
 	return h.b.String()
 }

@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/go-telegram/bot/models"
 
 	"tollgate/bot/telegramtest"
 	"tollgate/prompt"
@@ -144,5 +147,75 @@ func TestRenderAnswerMarkdownish(t *testing.T) {
 		if len(got) != 1 || got[0].HTML != want {
 			t.Errorf("renderAnswer(%q) = %+v, want %q", in, got, want)
 		}
+	}
+}
+
+// parsedLen is what Telegram counts of an HTML text; the test fails if
+// Telegram would refuse it.
+func parsedLen(t *testing.T, html string) int {
+	t.Helper()
+	plain, _, err := telegramtest.ParseHTML(html)
+	if err != nil {
+		t.Fatalf("Telegram would refuse it: %v", err)
+	}
+	return utf16Len(plain)
+}
+
+func TestDecidedRequestAlwaysFitsOneMessage(t *testing.T) {
+	// Everything a model or a page can make long, filled with what visible
+	// expands eightfold or with characters Telegram counts twice.
+	zw, emoji := strings.Repeat("\u200B", 3000), strings.Repeat("😀", 3000)
+	queued := make([]prompt.ToolCall, 7)
+	for i := range queued {
+		queued[i] = prompt.ToolCall{ID: "q", Name: zw, Arguments: emoji}
+	}
+	worst := outcomeLine("🚫", "Cancelled", zw+emoji, time.Now(), emoji+zw)
+	if n := parsedLen(t, worst); n > outcomeRoom {
+		t.Errorf("outcome line counts %d characters, more than the %d kept for it", n, outcomeRoom)
+	}
+	if !strings.Contains(worst, "(6000 characters in all)") {
+		t.Errorf("a value was cut silently: %q", worst)
+	}
+	for name, in := range map[string]string{
+		"inline":   `{"cmd":"ls"}`,
+		"document": `{"cmd":"` + strings.Repeat("y", 5000) + `"}`,
+	} {
+		req := prompt.ApprovalRequest{ApprovalID: "abc", ToolName: emoji, Reason: zw + emoji, Input: json.RawMessage(in), Queued: queued}
+		view := renderApproval(req)
+		if n := parsedLen(t, view.HTML); n > maxText-outcomeRoom {
+			t.Errorf("%s: request counts %d characters, more than %d", name, n, maxText-outcomeRoom)
+		}
+		if n := parsedLen(t, view.HTML+worst); n > maxText {
+			t.Errorf("%s: decided request counts %d characters", name, n)
+		}
+		if (view.Document != nil) != (name == "document") {
+			t.Errorf("%s: document %v", name, view.Document != nil)
+		}
+	}
+	// An input just short of the inline limit, the largest message a
+	// request can be, still takes the outcome line.
+	base := renderApproval(prompt.ApprovalRequest{ApprovalID: "abc", ToolName: "t", Input: json.RawMessage(`{"cmd":""}`)})
+	pad := maxText - outcomeRoom - parsedLen(t, base.HTML)
+	view := renderApproval(prompt.ApprovalRequest{ApprovalID: "abc", ToolName: "t", Input: json.RawMessage(`{"cmd":"` + strings.Repeat("x", pad) + `"}`)})
+	if view.Document != nil {
+		t.Fatal("the largest inline input went to a document")
+	}
+	if n := parsedLen(t, view.HTML+worst); n > maxText {
+		t.Errorf("decided request at the inline limit counts %d characters", n)
+	}
+}
+
+func TestWhoKeepsTheIDOfALongName(t *testing.T) {
+	u := models.User{ID: 1234567890, FirstName: strings.Repeat("😀", 64), LastName: strings.Repeat("\u200B", 64)}
+	got := who(u)
+	if !strings.HasSuffix(got, "… (1234567890)") || utf16Len(got) > maxByLength {
+		t.Errorf("who = %q (%d characters)", got, utf16Len(got))
+	}
+	if got := who(models.User{ID: 7, FirstName: "Ann", LastName: "Lee"}); got != "Ann Lee (7)" {
+		t.Errorf("who = %q", got)
+	}
+	line := outcomeLine("✅", "Approved", who(u), time.Date(2026, 11, 22, 3, 4, 0, 0, time.UTC), "")
+	if !strings.Contains(line, "(1234567890) at 2026-11-22 03:04 UTC") {
+		t.Errorf("outcome line %q lost the ID", line)
 	}
 }
