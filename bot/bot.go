@@ -70,6 +70,10 @@ type Limits struct {
 	MaxBackoff  time.Duration // default 30s
 	MaxAttempts int           // per call, including the first (default 5)
 	Typing      time.Duration // how often "typing…" is renewed (default 4s)
+	// Drain bounds how long Run, once its context ends, still lets sends
+	// already under way (an answer that finished during shutdown) complete
+	// (default 10s).
+	Drain time.Duration
 }
 
 func (l Limits) withDefaults() Limits {
@@ -83,6 +87,7 @@ func (l Limits) withDefaults() Limits {
 	def(&l.Backoff, time.Second)
 	def(&l.MaxBackoff, 30*time.Second)
 	def(&l.Typing, 4*time.Second)
+	def(&l.Drain, 10*time.Second)
 	if l.MaxAttempts <= 0 {
 		l.MaxAttempts = 5
 	}
@@ -116,14 +121,19 @@ type Bot struct {
 	allowed map[int64]bool
 	lim     *limiter
 
-	mu      sync.Mutex
-	state   int // notStarted, running, stopped
-	runCtx  context.Context
-	wg      sync.WaitGroup
-	early   []func(context.Context)
-	typing  map[int64]bool // chats with a typing loop
-	kicked  map[int64]bool // a loop should look again before it ends
-	botName string
+	mu    sync.Mutex
+	state int // notStarted, running, stopped
+	// pollCtx is Run's context: updates stop when it ends. runCtx outlives
+	// it by the drain, so sends under way can finish.
+	pollCtx  context.Context
+	runCtx   context.Context
+	wg       sync.WaitGroup
+	inflight int           // goroutines started by goLocked and not ended
+	drained  chan struct{} // closed when inflight drops to 0, if set
+	early    []func(context.Context)
+	typing   map[int64]bool // chats with a typing loop
+	kicked   map[int64]bool // a loop should look again before it ends
+	botName  string
 }
 
 const (
@@ -219,10 +229,10 @@ func (b *Bot) Run(ctx context.Context) error {
 		}
 		return fmt.Errorf("run bot: reach Telegram at %s: %w", b.cfg.APIURL, err)
 	}
-	runCtx, cancel := context.WithCancel(ctx)
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	b.mu.Lock()
-	b.state, b.runCtx, b.botName = running, runCtx, me.Username
+	b.state, b.pollCtx, b.runCtx, b.botName = running, ctx, runCtx, me.Username
 	early := b.early
 	b.early = nil
 	for _, f := range early {
@@ -230,13 +240,36 @@ func (b *Bot) Run(ctx context.Context) error {
 	}
 	b.mu.Unlock()
 
-	err = b.serve(runCtx, me.Username, len(early))
+	err = b.serve(ctx, me.Username, len(early))
+	b.drain()
 	cancel()
 	b.mu.Lock()
 	b.state = stopped
 	b.mu.Unlock()
 	b.wg.Wait()
 	return err
+}
+
+// drain waits, up to Limits.Drain, for the goroutines under way: an answer
+// or request emitted while the service shut down is still sent.
+func (b *Bot) drain() {
+	b.mu.Lock()
+	var drained chan struct{}
+	if b.inflight > 0 {
+		drained = make(chan struct{})
+		b.drained = drained
+	}
+	b.mu.Unlock()
+	if drained == nil {
+		return
+	}
+	t := time.NewTimer(b.cfg.Limits.Drain)
+	defer t.Stop()
+	select {
+	case <-drained:
+	case <-t.C:
+		b.log.Warn("stopping with sends still under way", "waited", b.cfg.Limits.Drain)
+	}
 }
 
 // serve registers the bot with Telegram and takes updates until ctx ends.
@@ -293,10 +326,30 @@ var commands = []models.BotCommand{
 // goLocked runs f in a goroutine that Run waits for; b.mu is held.
 func (b *Bot) goLocked(f func(context.Context)) {
 	b.wg.Add(1)
+	b.inflight++
 	go func() {
 		defer b.wg.Done()
+		defer func() {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			if b.inflight--; b.inflight == 0 && b.drained != nil {
+				close(b.drained)
+				b.drained = nil
+			}
+		}()
 		f(b.runCtx)
 	}()
+}
+
+// goUpdate runs an update's handler if Run still takes updates.
+func (b *Bot) goUpdate(f func(context.Context)) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.state != running || b.pollCtx.Err() != nil {
+		return false
+	}
+	b.goLocked(f)
+	return true
 }
 
 // goNow runs f if Run is serving, and reports whether it did.
@@ -328,7 +381,7 @@ func (b *Bot) later(f func(context.Context)) bool {
 // dispatch takes updates from the library's polling worker and handles
 // each in its own goroutine, owned by Run.
 func (b *Bot) dispatch(_ context.Context, _ *tgbot.Bot, upd *models.Update) {
-	if !b.goNow(func(ctx context.Context) { b.handleUpdate(ctx, upd) }) {
+	if !b.goUpdate(func(ctx context.Context) { b.handleUpdate(ctx, upd) }) {
 		b.log.Warn("update dropped: bot stopping", "update", upd.ID)
 	}
 }
@@ -366,7 +419,7 @@ func (b *Bot) WebhookHandler() http.Handler {
 			http.Error(w, "bad update", http.StatusBadRequest)
 			return
 		}
-		if !b.goNow(func(ctx context.Context) { b.handleUpdate(ctx, upd) }) {
+		if !b.goUpdate(func(ctx context.Context) { b.handleUpdate(ctx, upd) }) {
 			http.Error(w, "not serving", http.StatusServiceUnavailable)
 			return
 		}

@@ -207,7 +207,13 @@ func (b *Bot) startTyping(chat int64, conv string) {
 		return
 	}
 	b.typing[chat] = true
+	poll := b.pollCtx
 	b.goLocked(func(ctx context.Context) {
+		// "typing…" is pointless once updates stop; it must not hold up
+		// the drain of real sends.
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(poll, cancel)()
 		for {
 			b.typeWhileRunning(ctx, chat, conv)
 			b.mu.Lock()

@@ -14,6 +14,7 @@ import (
 
 	"tollgate/bot"
 	"tollgate/bot/telegramtest"
+	"tollgate/prompt/prompttest"
 )
 
 // hookStore is a memStore whose next AddApprovalMessage first runs a hook
@@ -248,4 +249,19 @@ func TestPressOnAnUnrecordedCopyEditsAndRecordsIt(t *testing.T) {
 		t.Errorf("ApprovalMessages = %d %v %v, want chat %d with %d then %d", chat, ids, err, alice.ID, kept.ID, lost.ID)
 	}
 	h.srv.WaitCall(t, wait, telegramtest.Method("sendMessage", telegramtest.Succeeded, textHas("done")))
+}
+
+// TestAnswerFinishedAtShutdownIsStillSent: when Run's context ends while an
+// answer is on its way (here held by a 429), the answer is still delivered
+// within the drain, and Run returns after it.
+func TestAnswerFinishedAtShutdownIsStillSent(t *testing.T) {
+	h := newHarness(t, []prompttest.Step{prompttest.Answer("last words before the restart")})
+	h.start()
+	h.srv.Fail("sendMessage", 1, telegramtest.TooManyRequests(1))
+	h.srv.UserMessage(alice.ID, alice, "hello")
+	h.srv.WaitCall(t, wait, telegramtest.Method("sendMessage", func(c telegramtest.Call) bool { return !c.OK() }))
+	h.stop()
+	if got := h.srv.Calls(telegramtest.Method("sendMessage", telegramtest.Succeeded, textHas("last words"))); len(got) != 1 {
+		t.Fatalf("answer sent %d times; want once, before Run returned", len(got))
+	}
 }

@@ -463,3 +463,27 @@ func TestVersionCommand(t *testing.T) {
 		t.Fatal("unknown argument accepted")
 	}
 }
+
+func TestSIGTERMLetsARunningModelTurnFinishAndAnswer(t *testing.T) {
+	w := newWorld(t)
+	hold := make(chan struct{})
+	w.llm.Add(llmtest.Reply{Text: "Finished during shutdown.", Hold: hold})
+	p := startBot(t, w.env())
+
+	w.tg.UserMessage(alice.ID, alice, "take your time")
+	w.llm.Wait(1)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// The process waits for the turn instead of exiting.
+	select {
+	case <-p.done:
+		t.Fatalf("exited while a model turn ran:\n%s", p.stderr.String())
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(hold)
+	w.tg.WaitCall(t, wait, sentText("Finished during shutdown."))
+	if err := p.wait(wait); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+}

@@ -165,15 +165,30 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	log.Info("ready", "recovered_prompts", n)
 
-	runErr := serve(ctx, cfg, tg, log)
+	// Telegram keeps running through the service's shutdown, so answers of
+	// model turns that finish in it still reach their chats; the bot stops
+	// after the service. Its own context therefore outlives ctx.
+	botCtx, stopBot := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBot()
+	served := make(chan error, 1)
+	go func() { served <- serve(botCtx, cfg, tg, log) }()
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("stopping: no new requests; running model turns and tools may finish", "deadline", cfg.ShutdownTimeout)
+	case runErr = <-served:
+		// Telegram failed (a refused token, say): shut down the rest.
+		served <- runErr
+	}
 
-	// Updates have stopped; let running model turns and tools finish.
 	// Prompts waiting for approval simply stay waiting.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancel()
 	if err := svc.Close(sctx); err != nil {
 		log.Warn("shutdown deadline passed; unfinished calls are resumed or reported on the next start", "err", err)
 	}
+	stopBot()
+	runErr = <-served
 	log.Info("stopped")
 	return runErr
 }
