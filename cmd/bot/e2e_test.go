@@ -437,13 +437,15 @@ func TestWebhookModeChecksTheSecret(t *testing.T) {
 			t.Fatalf("secret %q: status %d, want 401", secret, resp.StatusCode)
 		}
 	}
-	resp, err := http.Get("http://" + addr + "/healthz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("health status %d", resp.StatusCode)
+	for _, path := range []string{"/healthz", "/health"} {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s status %d", path, resp.StatusCode)
+		}
 	}
 	time.Sleep(200 * time.Millisecond)
 	if n := len(w.llm.Requests()); n != 1 {

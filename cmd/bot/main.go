@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -91,6 +92,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
 	log.Info("starting tollgate", append([]any{"version", buildVersion()}, cfg.summary()...)...)
+	if cfg.LLMAPIKey == "" && strings.Contains(cfg.LLMBaseURL, "api.openai.com") {
+		log.Warn("LLM_API_KEY is empty but LLM_BASE_URL is OpenAI's: every request will be refused; set LLM_API_KEY, or point LLM_BASE_URL at a local server")
+	}
 	if len(cfg.allowedUsers) == 0 {
 		log.Warn("TELEGRAM_ALLOWED_USERS is empty: nobody may chat or decide; the bot tells each stranger their numeric ID")
 	}
@@ -234,10 +238,13 @@ func serve(ctx context.Context, cfg config, tg *bot.Bot, log *slog.Logger) error
 		return fmt.Errorf("listen on LISTEN_ADDR=%s: %w", cfg.ListenAddr, err)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+	health := func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")
-	})
+	}
+	// Both spellings are common in probes and load balancers.
+	mux.HandleFunc("GET /healthz", health)
+	mux.HandleFunc("GET /health", health)
 	mux.Handle("/", tg.WebhookHandler())
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	log.Info("webhook server listening", "addr", ln.Addr().String())
