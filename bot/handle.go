@@ -364,12 +364,7 @@ func (b *Bot) handleCallback(ctx context.Context, q *models.CallbackQuery) {
 		return
 	}
 	conv := conversationOf(chat)
-	var req *prompt.ApprovalRequest
-	if c := b.cfg.Service.ActiveIn(conv); c != nil {
-		if r, ok := c.PendingRequest(); ok && r.ApprovalID == id {
-			req = &r
-		}
-	}
+	req := b.pendingRequest(chat, id)
 	by := who(q.From)
 	var err error
 	if approve {
@@ -404,12 +399,7 @@ func (b *Bot) handleCallback(ctx context.Context, q *models.CallbackQuery) {
 // the model.
 func (b *Bot) rejectByReply(ctx context.Context, m *models.Message, id string) {
 	chat, conv, by := m.Chat.ID, conversationOf(m.Chat.ID), who(*m.From)
-	var req *prompt.ApprovalRequest
-	if c := b.cfg.Service.ActiveIn(conv); c != nil {
-		if r, ok := c.PendingRequest(); ok && r.ApprovalID == id {
-			req = &r
-		}
-	}
+	req := b.pendingRequest(chat, id)
 	err := b.cfg.Service.Reject(ctx, id, m.Text, by)
 	switch {
 	case errors.Is(err, prompt.ErrNotPending), errors.Is(err, prompt.ErrNotFound):
@@ -460,13 +450,19 @@ func (b *Bot) editApproval(ctx context.Context, id string, req *prompt.ApprovalR
 	}
 }
 
-// pendingIn reports whether approval id is the one the chat's prompt waits
-// for.
-func (b *Bot) pendingIn(chat int64, id string) bool {
+// pendingRequest returns the request of approval id if it is the one the
+// chat's prompt waits for, else nil.
+func (b *Bot) pendingRequest(chat int64, id string) *prompt.ApprovalRequest {
 	c := b.cfg.Service.ActiveIn(conversationOf(chat))
 	if c == nil {
-		return false
+		return nil
 	}
-	req, ok := c.PendingRequest()
-	return ok && req.ApprovalID == id
+	if req, ok := c.PendingRequest(); ok && req.ApprovalID == id {
+		return &req
+	}
+	return nil
 }
+
+// pendingIn reports whether approval id is the one the chat's prompt waits
+// for.
+func (b *Bot) pendingIn(chat int64, id string) bool { return b.pendingRequest(chat, id) != nil }

@@ -73,13 +73,16 @@ func marker(r rune) string { return fmt.Sprintf("[U+%04X]", r) }
 
 // visible replaces invisible and direction-changing characters with a
 // marker naming them, so that what a human approves is what runs.
-func visible(s string) string {
-	if strings.IndexFunc(s, isInvisible) < 0 {
+func visible(s string) string { return markRunes(s, isInvisible) }
+
+// markRunes replaces each rune of s that hidden reports with its marker.
+func markRunes(s string, hidden func(rune) bool) string {
+	if strings.IndexFunc(s, hidden) < 0 {
 		return s
 	}
 	var b strings.Builder
 	for _, r := range s {
-		if isInvisible(r) {
+		if hidden(r) {
 			b.WriteString(marker(r))
 		} else {
 			b.WriteRune(r)
@@ -96,20 +99,7 @@ func oneLine(s string) string {
 
 // answerVisible makes only bidi controls visible: model answers may carry
 // zero-width joiners that emoji need.
-func answerVisible(s string) string {
-	if strings.IndexFunc(s, isBidi) < 0 {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if isBidi(r) {
-			b.WriteString(marker(r))
-		} else {
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
+func answerVisible(s string) string { return markRunes(s, isBidi) }
 
 // htmlText builds Telegram HTML and counts the characters Telegram will
 // count once the markup is parsed.

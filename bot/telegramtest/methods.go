@@ -307,18 +307,28 @@ func (s *Server) newBotMessageLocked(ch *chat) *models.Message {
 	return m
 }
 
-func (s *Server) sendMessage(c Call) (any, *apiError) {
+// messageText parses and checks the text and reply_markup of a call that
+// sets a message's text; tooLong is Telegram's wording for that method.
+func messageText(c Call, tooLong string) (string, []models.MessageEntity, *models.InlineKeyboardMarkup, *apiError) {
 	text, ents, aerr := parseText(c.Param("text"), c.Param("parse_mode"))
 	if aerr != nil {
-		return nil, aerr
+		return "", nil, nil, aerr
 	}
 	if strings.TrimSpace(text) == "" {
-		return nil, badRequest("message text is empty")
+		return "", nil, nil, badRequest("message text is empty")
 	}
 	if utf16Len(text) > MaxTextLength {
-		return nil, badRequest("message is too long")
+		return "", nil, nil, badRequest("%s", tooLong)
 	}
 	markup, aerr := parseMarkup(c.Param("reply_markup"))
+	if aerr != nil {
+		return "", nil, nil, aerr
+	}
+	return text, ents, markup, nil
+}
+
+func (s *Server) sendMessage(c Call) (any, *apiError) {
+	text, ents, markup, aerr := messageText(c, "message is too long")
 	if aerr != nil {
 		return nil, aerr
 	}
@@ -372,17 +382,7 @@ func sameMarkup(a, b *models.InlineKeyboardMarkup) bool {
 }
 
 func (s *Server) editMessageText(c Call) (any, *apiError) {
-	text, ents, aerr := parseText(c.Param("text"), c.Param("parse_mode"))
-	if aerr != nil {
-		return nil, aerr
-	}
-	if strings.TrimSpace(text) == "" {
-		return nil, badRequest("message text is empty")
-	}
-	if utf16Len(text) > MaxTextLength {
-		return nil, badRequest("MESSAGE_TOO_LONG")
-	}
-	markup, aerr := parseMarkup(c.Param("reply_markup"))
+	text, ents, markup, aerr := messageText(c, "MESSAGE_TOO_LONG")
 	if aerr != nil {
 		return nil, aerr
 	}

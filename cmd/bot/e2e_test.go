@@ -221,6 +221,17 @@ func sentText(s string) func(telegramtest.Call) bool {
 	}
 }
 
+// toolResult is the last tool result the model was shown in req.
+func toolResult(req llmtest.Request) string {
+	var result string
+	for _, m := range req.Messages {
+		if m.Role == "tool" {
+			result = m.Content
+		}
+	}
+	return result
+}
+
 func TestApproveFetchesThePageAndAnswers(t *testing.T) {
 	w := newWorld(t)
 	w.llm.Add(llmtest.CallTool("web-fetch__fetch", w.fetchArgs()), llmtest.Text("The page says hello."))
@@ -243,14 +254,7 @@ func TestApproveFetchesThePageAndAnswers(t *testing.T) {
 	if got := w.hits.Load(); got != 1 {
 		t.Fatalf("page fetched %d times", got)
 	}
-	second := w.llm.Requests()[1]
-	var result string
-	for _, m := range second.Messages {
-		if m.Role == "tool" {
-			result = m.Content
-		}
-	}
-	if !strings.Contains(result, "Hello from the page") {
+	if result := toolResult(w.llm.Requests()[1]); !strings.Contains(result, "Hello from the page") {
 		t.Fatalf("the model did not get the page: %q", result)
 	}
 	// The request message now says who approved it and has no buttons.
@@ -274,14 +278,7 @@ func TestRejectNeverFetches(t *testing.T) {
 	if w.hits.Load() != 0 {
 		t.Fatal("rejected fetch reached the page")
 	}
-	last := w.llm.Requests()[1]
-	var result string
-	for _, m := range last.Messages {
-		if m.Role == "tool" {
-			result = m.Content
-		}
-	}
-	if !strings.Contains(result, "Rejected by user") {
+	if result := toolResult(w.llm.Requests()[1]); !strings.Contains(result, "Rejected by user") {
 		t.Fatalf("the model was not told of the rejection: %q", result)
 	}
 }
