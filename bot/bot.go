@@ -53,7 +53,14 @@ type Store interface {
 	ApprovalMessages(ctx context.Context, approvalID string) (chatID int64, messageIDs []int, err error)
 	// ApprovalByMessage returns the approval shown by message messageID in chat chatID, or an error wrapping prompt.ErrNotFound.
 	ApprovalByMessage(ctx context.Context, chatID int64, messageID int) (string, error)
+	// UnansweredPrompts returns up to limit prompts that ended (completed or failed) without MarkAnswered, oldest first.
+	UnansweredPrompts(ctx context.Context, limit int) ([]*prompt.Prompt, error)
+	// MarkAnswered records that a prompt's answer was delivered, or given up for good (note says why); idempotent.
+	MarkAnswered(ctx context.Context, promptID, note string) error
 }
+
+// maxResentAnswers bounds the answers a start sends again.
+const maxResentAnswers = 100
 
 // Webhook selects webhook mode; an empty URL means long polling.
 type Webhook struct {
@@ -131,6 +138,12 @@ type Bot struct {
 	inflight int           // goroutines started by goLocked and not ended
 	drained  chan struct{} // closed when inflight drops to 0, if set
 	early    []func(context.Context)
+	// An answer is sent once, by whichever comes first: the completed
+	// event, or the start-up pass over answers a crash kept from their
+	// chat. doneSeen collects completed events until that pass is over;
+	// resent is what the pass sent.
+	doneSeen map[string]bool
+	resent   map[string]bool
 	typing   map[int64]bool // chats with a typing loop
 	kicked   map[int64]bool // a loop should look again before it ends
 	botName  string
@@ -173,12 +186,14 @@ func New(cfg Config) (*Bot, error) {
 	}
 	cfg.Limits = cfg.Limits.withDefaults()
 	b := &Bot{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		allowed: map[int64]bool{},
-		lim:     newLimiter(cfg.Limits),
-		typing:  map[int64]bool{},
-		kicked:  map[int64]bool{},
+		cfg:      cfg,
+		log:      cfg.Logger,
+		allowed:  map[int64]bool{},
+		lim:      newLimiter(cfg.Limits),
+		typing:   map[int64]bool{},
+		kicked:   map[int64]bool{},
+		doneSeen: map[string]bool{},
+		resent:   map[string]bool{},
 	}
 	for _, id := range cfg.AllowedUsers {
 		b.allowed[id] = true
@@ -238,6 +253,7 @@ func (b *Bot) Run(ctx context.Context) error {
 	for _, f := range early {
 		b.goLocked(f)
 	}
+	b.goLocked(b.resendAnswers)
 	b.mu.Unlock()
 
 	err = b.serve(ctx, me.Username, len(early))
@@ -339,6 +355,34 @@ func (b *Bot) goLocked(f func(context.Context)) {
 		}()
 		f(b.runCtx)
 	}()
+}
+
+// resendAnswers sends the answers that ended in the store but never
+// reached their chat: the process died between saving and sending.
+func (b *Bot) resendAnswers(ctx context.Context) {
+	defer func() {
+		b.mu.Lock()
+		b.doneSeen = nil
+		b.mu.Unlock()
+	}()
+	ps, err := b.cfg.Store.UnansweredPrompts(ctx, maxResentAnswers)
+	if err != nil {
+		b.log.Error("find answers not delivered", "err", err)
+		return
+	}
+	for _, p := range ps {
+		b.mu.Lock()
+		skip := b.doneSeen[p.ID]
+		if !skip {
+			b.resent[p.ID] = true
+		}
+		b.mu.Unlock()
+		if skip {
+			continue
+		}
+		b.log.Info("sending an answer a restart kept from its chat", "prompt", p.ID)
+		b.sendResult(ctx, p)
+	}
 }
 
 // goUpdate runs an update's handler if Run still takes updates.
@@ -456,6 +500,15 @@ func (b *Bot) onApprovalRequested(_ context.Context, _ *prompt.Completion, req p
 
 func (b *Bot) onCompleted(_ context.Context, c *prompt.Completion) {
 	p := c.Prompt()
+	b.mu.Lock()
+	sent := b.resent[p.ID]
+	if b.doneSeen != nil {
+		b.doneSeen[p.ID] = true
+	}
+	b.mu.Unlock()
+	if sent {
+		return
+	}
 	if !b.later(func(ctx context.Context) { b.sendResult(ctx, p) }) {
 		b.log.Warn("answer not sent: bot stopped", "prompt", p.ID)
 	}

@@ -290,10 +290,13 @@ func (b *Bot) sendApproval(ctx context.Context, req prompt.ApprovalRequest) erro
 }
 
 // sendResult sends a finished prompt's answer, or why it failed.
+// It records the answer as dealt with once delivered, or once Telegram
+// refused it for good; after any other failure the next start sends it.
 func (b *Bot) sendResult(ctx context.Context, p *prompt.Prompt) {
 	chat, err := b.chatOf(ctx, p.ConversationID)
 	if err != nil {
 		b.log.Error("answer not sent", "prompt", p.ID, "err", err)
+		b.markAnswered(ctx, p.ID, "no chat: "+err.Error())
 		return
 	}
 	var chunks []chunk
@@ -309,9 +312,21 @@ func (b *Bot) sendResult(ctx context.Context, p *prompt.Prompt) {
 	}
 	for _, c := range chunks {
 		if _, err := b.send(ctx, message{chat: chat, html: c.HTML, plain: c.Plain}); err != nil {
-			b.log.Error("answer not sent", "prompt", p.ID, "chat", chat, "err", err)
+			if permanent(err) {
+				b.log.Error("answer refused by Telegram; not sent again", "prompt", p.ID, "chat", chat, "err", err)
+				b.markAnswered(ctx, p.ID, "refused: "+err.Error())
+				return
+			}
+			b.log.Error("answer not sent; the next start sends it again", "prompt", p.ID, "chat", chat, "err", err)
 			return
 		}
+	}
+	b.markAnswered(ctx, p.ID, "")
+}
+
+func (b *Bot) markAnswered(ctx context.Context, promptID, note string) {
+	if err := b.cfg.Store.MarkAnswered(ctx, promptID, note); err != nil {
+		b.log.Error("record answer delivered", "prompt", promptID, "err", err)
 	}
 }
 

@@ -35,10 +35,13 @@ type memStore struct {
 	approvals map[string][]int // approval → message IDs
 	chatOf    map[string]int64 // approval → chat
 	byMessage map[[2]int64]string
+	ended     []*prompt.Prompt  // prompts that ended, as the store would list them
+	answered  map[string]string // prompt ID → note
 }
 
 func newMemStore() *memStore {
-	return &memStore{chats: map[string]int64{}, approvals: map[string][]int{}, chatOf: map[string]int64{}, byMessage: map[[2]int64]string{}}
+	return &memStore{chats: map[string]int64{}, approvals: map[string][]int{}, chatOf: map[string]int64{}, byMessage: map[[2]int64]string{},
+		answered: map[string]string{}}
 }
 
 func (m *memStore) SaveChat(_ context.Context, conv string, chat int64) error {
@@ -89,6 +92,37 @@ func (m *memStore) ApprovalByMessage(_ context.Context, chat int64, msg int) (st
 		return "", fmt.Errorf("approval of message %d: %w", msg, prompt.ErrNotFound)
 	}
 	return id, nil
+}
+
+// UnansweredPrompts returns the ended prompts a test put in m.ended that
+// were not marked answered.
+func (m *memStore) UnansweredPrompts(_ context.Context, limit int) ([]*prompt.Prompt, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []*prompt.Prompt
+	for _, p := range m.ended {
+		if _, done := m.answered[p.ID]; !done && len(out) < limit {
+			out = append(out, p.Clone())
+		}
+	}
+	return out, nil
+}
+
+func (m *memStore) MarkAnswered(_ context.Context, id, note string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, done := m.answered[id]; !done {
+		m.answered[id] = note
+	}
+	return nil
+}
+
+// answeredNote reports whether prompt id was marked answered, and how.
+func (m *memStore) answeredNote(id string) (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	note, ok := m.answered[id]
+	return note, ok
 }
 
 var _ bot.Store = (*memStore)(nil)

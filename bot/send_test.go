@@ -95,3 +95,5 @@ func (nopStore) ApprovalMessages(context.Context, string) (int64, []int, error) 
 func (nopStore) ApprovalByMessage(context.Context, int64, int) (string, error) {
 	return "", prompt.ErrNotFound
 }
+func (nopStore) UnansweredPrompts(context.Context, int) ([]*prompt.Prompt, error) { return nil, nil }
+func (nopStore) MarkAnswered(context.Context, string, string) error               { return nil }

@@ -486,3 +486,26 @@ func TestSIGTERMLetsARunningModelTurnFinishAndAnswer(t *testing.T) {
 		t.Fatalf("exit: %v", err)
 	}
 }
+
+func TestAnswerKeptFromTheChatByAKillIsSentAfterRestart(t *testing.T) {
+	w := newWorld(t)
+	w.llm.Add(llmtest.Text("The answer that must not be lost."))
+	first := startBot(t, w.env())
+	// The answer's first send fails; the retry comes a second later, and
+	// the process is killed before it: the answer is saved, not delivered.
+	w.tg.Fail("sendMessage", 1, telegramtest.ServerError())
+	w.tg.UserMessage(alice.ID, alice, "question")
+	w.tg.WaitCall(t, wait, func(c telegramtest.Call) bool {
+		return c.Method == "sendMessage" && !c.OK() && strings.Contains(c.Param("text"), "must not be lost")
+	})
+	first.kill()
+	if n := len(w.tg.Calls(sentText("must not be lost"))); n != 0 {
+		t.Fatalf("the answer got through before the kill (%d); the test proves nothing", n)
+	}
+
+	startBot(t, w.env())
+	w.tg.WaitCall(t, wait, sentText("The answer that must not be lost."))
+	if n := len(w.llm.Requests()); n != 1 {
+		t.Fatalf("the model was asked %d times; the answer was saved and only needed sending", n)
+	}
+}

@@ -1,0 +1,58 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"tollgate/prompt"
+)
+
+// UnansweredPrompts returns up to limit prompts that ended (completed or
+// failed) without MarkAnswered, oldest first: answers a crash kept from
+// their chat.
+func (db *DB) UnansweredPrompts(ctx context.Context, limit int) ([]*prompt.Prompt, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	rows, err := db.reader.QueryContext(ctx, `SELECT `+promptColumns+`
+		FROM (SELECT * FROM prompts q
+		      WHERE q.state IN ('completed', 'failed')
+		        AND NOT EXISTS (SELECT 1 FROM answers a WHERE a.prompt_id = q.id)
+		      ORDER BY q.seq LIMIT ?) p
+		LEFT JOIN prompt_items i ON i.prompt_id = p.id
+		ORDER BY p.seq, i.seq`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("unanswered prompts: %w", err)
+	}
+	ps, err := scanPrompts(rows)
+	if err != nil {
+		return nil, fmt.Errorf("unanswered prompts: %w", err)
+	}
+	return ps, nil
+}
+
+// MarkAnswered records that the answer of prompt promptID was dealt with:
+// delivered, or given up for good (note says why). Marking it again
+// changes nothing. Returns an error wrapping prompt.ErrNotFound if there
+// is no such prompt.
+func (db *DB) MarkAnswered(ctx context.Context, promptID, note string) error {
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		var one int
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM prompts WHERE id = ?`, promptID).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return prompt.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO answers (prompt_id, delivered_at, note) VALUES (?, ?, ?)
+			ON CONFLICT (prompt_id) DO NOTHING`, promptID, formatTime(db.now()), note)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("mark prompt %s answered: %w", promptID, err)
+	}
+	return nil
+}
