@@ -14,6 +14,9 @@ import (
 type Completion struct {
 	svc     *Service
 	history []*Prompt
+	// id and conv are copies of the prompt's, read without the lock: c.p
+	// itself is replaced when a failed Cancel restores the saved prompt.
+	id, conv string
 
 	mu sync.Mutex
 	p  *Prompt
@@ -33,14 +36,14 @@ type Completion struct {
 func newCompletion(s *Service, p *Prompt, history []*Prompt) *Completion {
 	idle := make(chan struct{})
 	close(idle)
-	return &Completion{svc: s, p: p, history: history, idle: idle}
+	return &Completion{svc: s, p: p, history: history, idle: idle, id: p.ID, conv: p.ConversationID}
 }
 
 // ID returns the prompt ID.
-func (c *Completion) ID() string { return c.p.ID } // immutable after creation
+func (c *Completion) ID() string { return c.id }
 
 // ConversationID returns the prompt's conversation.
-func (c *Completion) ConversationID() string { return c.p.ConversationID }
+func (c *Completion) ConversationID() string { return c.conv }
 
 // Prompt returns a copy of the prompt as it is now.
 func (c *Completion) Prompt() *Prompt {
@@ -68,7 +71,7 @@ func (c *Completion) Wait(ctx context.Context) error {
 	case <-idle:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("wait for prompt %s: %w", c.p.ID, ctx.Err())
+		return fmt.Errorf("wait for prompt %s: %w", c.id, ctx.Err())
 	}
 }
 
@@ -134,14 +137,14 @@ func (c *Completion) decide(ctx context.Context, callID string, approve bool, re
 	if err := s.store.DecideApproval(ctx, c.p, callID); err != nil {
 		*call, c.p.State = before, beforeState
 		c.mu.Unlock()
-		return fmt.Errorf("decide %s in prompt %s: %w", callID, c.p.ID, err)
+		return fmt.Errorf("decide %s in prompt %s: %w", callID, c.id, err)
 	}
 	// During shutdown no loop starts; the saved decision is resumed by the
 	// next start's Recover.
 	c.startLocked()
 	c.mu.Unlock()
 	s.forgetApproval(approval.ID)
-	s.log.Info("approval decided", "prompt", c.p.ID, "call", callID, "tool", call.Name,
+	s.log.Info("approval decided", "prompt", c.id, "call", callID, "tool", call.Name,
 		"approved", approve, "by", by)
 	c.emitUpdated(ctx)
 	return nil
@@ -149,23 +152,25 @@ func (c *Completion) decide(ctx context.Context, callID string, approve bool, re
 
 // Cancel ends the prompt at the user's request: a pending call is
 // rejected, queued calls never run, and a running model turn or tool is
-// cancelled through its context. Returns ErrNotPending if the prompt has
-// already ended.
+// cancelled through its context; a prompt whose loop has not started (or
+// cannot, during shutdown) is ended at once. Returns ErrNotPending if the
+// prompt has already ended.
 func (c *Completion) Cancel(ctx context.Context, by string) error {
 	c.mu.Lock()
 	switch {
 	case c.p.State.Final():
 		c.mu.Unlock()
 		return fmt.Errorf("cancel prompt %s: %w", c.p.ID, ErrNotPending)
-	case c.p.State == StateRunning:
-		if c.stop != nil {
-			c.cancelledBy = by
-			c.stop()
-		}
+	case c.p.State == StateRunning && c.loopRunningLocked():
+		// The loop ends the prompt at its next step, or on its way out.
+		c.cancelledBy = by
+		c.stop()
 		c.mu.Unlock()
 		return nil
 	}
-	// Waiting: no loop runs, so end it here, as a decision would.
+	// Waiting, or running with no loop yet (Create has not started it, or
+	// a decision came during shutdown): no loop will see a flag, so end it
+	// here, as a decision would.
 	before := c.p.Clone()
 	idx := c.findPending()
 	var approvalID string
@@ -200,6 +205,9 @@ func (c *Completion) Cancel(ctx context.Context, by string) error {
 // startLocked starts the loop in the background under the service's
 // ownership. It reports false when the service is closing.
 func (c *Completion) startLocked() bool {
+	if c.p.State.Final() {
+		return false // cancelled before it started
+	}
 	s := c.svc
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -216,8 +224,21 @@ func (c *Completion) startLocked() bool {
 		defer close(idle)
 		defer cancel()
 		c.loop(ctx)
+		// A Cancel that came as the loop was returning for another reason
+		// (shutdown) would otherwise be lost with the prompt still running.
+		c.interrupted(ctx)
 	}(c.idle)
 	return true
+}
+
+// loopRunningLocked reports whether a loop runs that will see cancelledBy.
+func (c *Completion) loopRunningLocked() bool {
+	select {
+	case <-c.idle:
+		return false
+	default:
+		return c.stop != nil
+	}
 }
 
 // loop runs model turns and tool calls until the prompt pauses or ends.
@@ -249,7 +270,8 @@ func (c *Completion) interrupted(ctx context.Context) bool {
 	}
 	c.mu.Lock()
 	by := c.cancelledBy
-	if by == "" {
+	if by == "" || c.p.State != StateRunning {
+		// Shutdown, or a Cancel the prompt already ended by.
 		c.mu.Unlock()
 		return true
 	}
@@ -284,8 +306,14 @@ func (c *Completion) modelTurn(ctx context.Context) bool {
 		return false
 	}
 	c.mu.Lock()
+	if ctx.Err() != nil {
+		// Cancelled since the check above: drop the answer, nothing of it ran.
+		c.mu.Unlock()
+		c.interrupted(ctx)
+		return false
+	}
 	if err != nil {
-		s.log.Error("model turn", "prompt", c.p.ID, "err", err)
+		s.log.Error("model turn", "prompt", c.id, "err", err)
 		c.endLocked(StateFailed, "The model failed: "+err.Error())
 		c.saveFinalLocked(ctx)
 		c.mu.Unlock()
@@ -363,7 +391,7 @@ func (c *Completion) runCall(ctx context.Context, idx int) bool {
 	if !c.record(ctx, idx, CallExecuting, nil) {
 		return false
 	}
-	info := CallInfo{PromptID: c.p.ID, CallID: call.ID, Approved: approved, ApprovedBy: approvedBy}
+	info := CallInfo{PromptID: c.id, CallID: call.ID, Approved: approved, ApprovedBy: approvedBy}
 	out, err := tool.Invoke(ContextWithCall(ctx, info), input)
 	if ctx.Err() != nil && c.cancelled() == "" {
 		// Shutdown cut the tool short: the stored executing status tells
@@ -385,12 +413,28 @@ func (c *Completion) cancelled() string {
 // record saves a new status and result of call idx and reports whether the
 // loop goes on. A failed save ends the prompt: going on would act on state
 // nobody could recover.
+//
+// A result is saved even once ctx is cancelled: it is what happened, and a
+// store honouring ctx would otherwise fail the save and the prompt with it.
+// Executing is not: a cancelled loop starts no tool.
 func (c *Completion) record(ctx context.Context, idx int, status CallStatus, res *Result) bool {
 	c.mu.Lock()
+	saveCtx := ctx
+	if status == CallExecuting {
+		if ctx.Err() != nil {
+			c.mu.Unlock()
+			c.interrupted(ctx)
+			return false
+		}
+	} else {
+		var cancel context.CancelFunc
+		saveCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), finalSaveTimeout)
+		defer cancel()
+	}
 	call := c.p.Output[idx].Call
 	call.Status, call.Result = status, res
 	c.touch(idx)
-	if err := c.svc.store.SavePrompt(ctx, c.p); err != nil {
+	if err := c.svc.store.SavePrompt(saveCtx, c.p); err != nil {
 		c.failSaveLocked(ctx, err)
 		c.mu.Unlock()
 		c.finish(ctx)
@@ -406,6 +450,12 @@ func (c *Completion) record(ctx context.Context, idx int, status CallStatus, res
 func (c *Completion) pause(ctx context.Context, idx int, reason string) {
 	s := c.svc
 	c.mu.Lock()
+	if ctx.Err() != nil {
+		// Cancelled (or shut down) after the gate: ask nobody.
+		c.mu.Unlock()
+		c.interrupted(ctx)
+		return
+	}
 	call := c.p.Output[idx].Call
 	call.Status = CallPending
 	call.Approval = &Approval{ID: randomID(10), Reason: reason, RequestedAt: s.now()}
@@ -469,18 +519,21 @@ func (c *Completion) endLocked(state State, why string) {
 }
 
 func (c *Completion) failSaveLocked(ctx context.Context, err error) {
-	c.svc.log.Error("save prompt", "prompt", c.p.ID, "err", err)
+	c.svc.log.Error("save prompt", "prompt", c.id, "err", err)
 	c.endLocked(StateFailed, "Tollgate could not save this request, so it stopped.")
 	c.saveFinalLocked(ctx)
 }
 
+// finalSaveTimeout bounds a save made after the loop's context ended.
+const finalSaveTimeout = 5 * time.Second
+
 // saveFinalLocked saves an ended prompt on a best-effort basis: if this
 // fails too, the stored state is older and a restart redoes from there.
 func (c *Completion) saveFinalLocked(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalSaveTimeout)
 	defer cancel()
 	if err := c.svc.store.SavePrompt(ctx, c.p); err != nil {
-		c.svc.log.Error("save ended prompt", "prompt", c.p.ID, "state", c.p.State, "err", err)
+		c.svc.log.Error("save ended prompt", "prompt", c.id, "state", c.p.State, "err", err)
 	}
 }
 

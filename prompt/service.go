@@ -339,9 +339,9 @@ func (s *Service) Close(ctx context.Context) error {
 func (s *Service) forget(c *Completion) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.active, c.p.ID)
-	if s.byConv[c.p.ConversationID] == c {
-		delete(s.byConv, c.p.ConversationID)
+	delete(s.active, c.id)
+	if s.byConv[c.conv] == c {
+		delete(s.byConv, c.conv)
 	}
 	for id, ref := range s.approvals {
 		if ref.c == c {
