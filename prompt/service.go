@@ -238,14 +238,21 @@ func (s *Service) lookupApproval(ctx context.Context, approvalID string) (pendin
 // process. Calls found executing become interrupted with an "outcome
 // unknown" error result and are never run again. Waiting prompts emit
 // approval-requested again; running ones resume in the background.
-// It returns how many prompts it recovered.
+// Prompts already active in this service are left alone, so a second call
+// never runs a prompt twice; on error nothing is registered and Recover
+// may be called again. It returns how many prompts it recovered.
 func (s *Service) Recover(ctx context.Context) (int, error) {
 	prompts, err := s.store.UnfinishedPrompts(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("recover: %w", err)
 	}
-	var waiting, running []*Completion
+	var loaded []*Completion
 	for _, p := range prompts {
+		if s.GetActive(p.ID) != nil {
+			// Created or recovered here: its loop owns it, and repair
+			// would take its executing call for a crash.
+			continue
+		}
 		history, err := s.store.History(ctx, p.ConversationID, p.ID, s.historyLimit)
 		if err != nil {
 			return 0, fmt.Errorf("recover prompt %s: %w", p.ID, err)
@@ -254,19 +261,28 @@ func (s *Service) Recover(ctx context.Context) (int, error) {
 		if err := c.repair(ctx); err != nil {
 			return 0, fmt.Errorf("recover prompt %s: %w", p.ID, err)
 		}
-		s.mu.Lock()
-		if s.closing {
-			s.mu.Unlock()
-			return 0, fmt.Errorf("recover: %w", ErrClosed)
-		}
-		s.active[p.ID], s.byConv[p.ConversationID] = c, c
+		loaded = append(loaded, c)
+	}
+	// Registered all at once, so a failure above leaves no completion that
+	// nobody announced or runs, holding its conversation busy.
+	var waiting, running []*Completion
+	s.mu.Lock()
+	if s.closing {
 		s.mu.Unlock()
-		if p.State == StateWaiting {
+		return 0, fmt.Errorf("recover: %w", ErrClosed)
+	}
+	for _, c := range loaded {
+		if s.active[c.id] != nil {
+			continue // a concurrent Recover took it
+		}
+		s.active[c.id], s.byConv[c.conv] = c, c
+		if c.p.State == StateWaiting {
 			waiting = append(waiting, c)
 		} else {
 			running = append(running, c)
 		}
 	}
+	s.mu.Unlock()
 	for _, c := range waiting {
 		if req, ok := c.PendingRequest(); ok {
 			s.rememberApproval(req.ApprovalID, c, req.ToolCallID)
@@ -279,7 +295,7 @@ func (s *Service) Recover(ctx context.Context) (int, error) {
 		c.mu.Unlock()
 	}
 	s.log.Info("recovered prompts", "waiting", len(waiting), "running", len(running))
-	return len(prompts), nil
+	return len(waiting) + len(running), nil
 }
 
 // repair makes a prompt loaded after a crash consistent before it runs.

@@ -1,0 +1,107 @@
+package prompt_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"tollgate/prompt"
+	"tollgate/prompt/prompttest"
+)
+
+func TestRecoverLeavesPromptsAlreadyActiveAlone(t *testing.T) {
+	// A prompt created in this process is "running" in the store too; a
+	// Recover that picked it up would run a second loop on it.
+	var turns atomic.Int32
+	release := make(chan struct{})
+	model := prompt.ModelFunc(func(ctx context.Context, _ prompt.Request) (prompt.Response, error) {
+		turns.Add(1)
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return prompt.Response{}, ctx.Err()
+		}
+		return prompt.Response{Text: "done"}, nil
+	})
+	mem := prompt.NewMemStore()
+	svc, err := prompt.NewService(prompt.Config{Model: model, Store: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := svc.Create(context.Background(), "conv", "hi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := svc.Recover(context.Background())
+	if err != nil || n != 0 {
+		t.Errorf("recover = %d, %v; want 0 (the only prompt is already active)", n, err)
+	}
+	if svc.GetActive(c.ID()) != c {
+		t.Error("recover replaced the active completion")
+	}
+	close(release)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := svc.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := turns.Load(); got != 1 {
+		t.Fatalf("model turns = %d, want 1", got)
+	}
+}
+
+// historyFails fails History for one prompt.
+type historyFails struct {
+	prompt.Store
+	before string
+}
+
+func (s historyFails) History(ctx context.Context, conv, beforeID string, limit int) ([]*prompt.Prompt, error) {
+	if beforeID == s.before {
+		return nil, errors.New("disk read error")
+	}
+	return s.Store.History(ctx, conv, beforeID, limit)
+}
+
+func TestFailedRecoverRegistersNothingAndCanBeRetried(t *testing.T) {
+	mem := prompt.NewMemStore()
+	h := newHarness(t, opts{mem: mem}, prompttest.Calls(call("a", "test.gated", "1")), prompttest.Calls(call("b", "test.gated", "2")))
+	h.create("one")
+	c2, err := h.svc.Create(context.Background(), "conv-2", "two")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.wait(c2)
+
+	var fail atomic.Bool
+	fail.Store(true)
+	h2 := newHarness(t, opts{mem: mem, store: func(m *prompt.MemStore) prompt.Store {
+		return &switchable{Store: m, bad: historyFails{Store: m, before: c2.ID()}, fail: &fail}
+	}}, prompttest.Answer("done"), prompttest.Answer("done"))
+	if _, err := h2.svc.Recover(context.Background()); err == nil {
+		t.Fatal("recover succeeded although a history read failed")
+	}
+	if c := h2.svc.ActiveIn("conv-1"); c != nil {
+		t.Fatal("a failed Recover left a completion registered that nobody announced or runs")
+	}
+	fail.Store(false)
+	n, err := h2.svc.Recover(context.Background())
+	if err != nil || n != 2 || len(h2.approvals()) != 2 {
+		t.Fatalf("retry = %d, %v, %d requests", n, err, len(h2.approvals()))
+	}
+}
+
+type switchable struct {
+	prompt.Store
+	bad  prompt.Store
+	fail *atomic.Bool
+}
+
+func (s *switchable) History(ctx context.Context, conv, beforeID string, limit int) ([]*prompt.Prompt, error) {
+	if s.fail.Load() {
+		return s.bad.History(ctx, conv, beforeID, limit)
+	}
+	return s.Store.History(ctx, conv, beforeID, limit)
+}
