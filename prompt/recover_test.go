@@ -105,3 +105,65 @@ func (s *switchable) History(ctx context.Context, conv, beforeID string, limit i
 	}
 	return s.Store.History(ctx, conv, beforeID, limit)
 }
+
+func TestDecisionDuringShutdownRunsOnceAtTheNextStart(t *testing.T) {
+	mem := prompt.NewMemStore()
+	h := newHarness(t, opts{mem: mem}, prompttest.Calls(call("c1", "test.gated", "x")))
+	c := h.create("go")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.svc.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The press is recorded, but no loop starts while shutting down.
+	if err := h.svc.Approve(ctx, h.approvals()[0].ApprovalID, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	h.wait(c)
+	if len(h.rec.got()) != 0 {
+		t.Fatal("a tool ran during shutdown")
+	}
+	stored, _ := mem.Prompt(c.ID())
+	if cl := callOf(t, stored, "c1"); stored.State != prompt.StateRunning || cl.Status != prompt.CallApproved {
+		t.Fatalf("stored = %s / %s, want running / approved", stored.State, cl.Status)
+	}
+
+	h2 := newHarness(t, opts{mem: mem}, prompttest.Answer("done"))
+	if n, err := h2.svc.Recover(ctx); err != nil || n != 1 {
+		t.Fatalf("recover = %d, %v", n, err)
+	}
+	if p := h2.waitEnded(c.ID()); p.State != prompt.StateCompleted {
+		t.Fatalf("state = %s", p.State)
+	}
+	if got := h2.rec.got(); len(got) != 1 {
+		t.Fatalf("ran %v", got)
+	}
+}
+
+func TestCancelAfterADecisionDuringShutdownEndsThePrompt(t *testing.T) {
+	mem := prompt.NewMemStore()
+	h := newHarness(t, opts{mem: mem}, prompttest.Calls(call("c1", "test.gated", "x")))
+	c := h.create("go")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.svc.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.svc.Approve(ctx, h.approvals()[0].ApprovalID, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	// Running with no loop: the Cancel must not be a silent no-op.
+	if err := c.Cancel(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	stored, _ := mem.Prompt(c.ID())
+	if stored.State != prompt.StateFailed || stored.Error != "Cancelled by alice." {
+		t.Fatalf("stored = %s %q", stored.State, stored.Error)
+	}
+	if cl := callOf(t, stored, "c1"); cl.Status != prompt.CallDone || cl.Result.Type != prompt.ResultError {
+		t.Fatalf("approved call = %+v", cl)
+	}
+	if len(h.rec.got()) != 0 {
+		t.Fatal("tool ran")
+	}
+}
