@@ -139,14 +139,20 @@ func (c *Completion) decide(ctx context.Context, callID string, approve bool, re
 		c.mu.Unlock()
 		return fmt.Errorf("decide %s in prompt %s: %w", callID, c.id, err)
 	}
-	// During shutdown no loop starts; the saved decision is resumed by the
-	// next start's Recover.
-	c.startLocked()
 	c.mu.Unlock()
 	s.forgetApproval(approval.ID)
 	s.log.Info("approval decided", "prompt", c.id, "call", callID, "tool", call.Name,
 		"approved", approve, "by", by)
+	// Reported before the loop starts, so no listener hears of the tool or
+	// the answer before the decision that allowed them. Until then the
+	// prompt runs with no loop: a Cancel in between ends it, and start
+	// then refuses.
 	c.emitUpdated(ctx)
+	c.mu.Lock()
+	// During shutdown no loop starts; the saved decision is resumed by the
+	// next start's Recover.
+	c.startLocked()
+	c.mu.Unlock()
 	return nil
 }
 
