@@ -184,9 +184,8 @@ func (db *DB) UnfinishedPrompts(ctx context.Context) ([]*prompt.Prompt, error) {
 }
 
 // History implements prompt.Store. "Before" is in the order prompts were
-// first saved, so beforeID bounds the result even if it belongs to another
-// conversation. Returns an error wrapping prompt.ErrNotFound if beforeID is
-// not "" and no prompt has that ID.
+// first saved. Returns an error wrapping prompt.ErrNotFound if beforeID is
+// not "" and is not a prompt of conversationID.
 func (db *DB) History(ctx context.Context, conversationID, beforeID string, limit int) ([]*prompt.Prompt, error) {
 	if limit <= 0 {
 		return nil, nil
@@ -195,7 +194,7 @@ func (db *DB) History(ctx context.Context, conversationID, beforeID string, limi
 	if beforeID != "" {
 		// Two statements need no common snapshot: a prompt's seq never
 		// changes and prompts are never deleted.
-		err := db.stmt.seq.QueryRowContext(ctx, beforeID).Scan(&bound)
+		err := db.stmt.seq.QueryRowContext(ctx, beforeID, conversationID).Scan(&bound)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, fmt.Errorf("history of %s before prompt %s: %w", conversationID, beforeID, prompt.ErrNotFound)
 		}
@@ -340,7 +339,7 @@ func (db *DB) prepare(ctx context.Context) error {
 			FROM (SELECT * FROM prompts WHERE state IN ('running', 'waiting_for_approval')) p
 			LEFT JOIN prompt_items i ON i.prompt_id = p.id
 			ORDER BY p.seq, i.seq`},
-		{&db.stmt.seq, db.reader, `SELECT seq FROM prompts WHERE id = ?`},
+		{&db.stmt.seq, db.reader, `SELECT seq FROM prompts WHERE id = ? AND conversation_id = ?`},
 		{&db.stmt.history, db.reader, `SELECT ` + promptColumns + `
 			FROM (SELECT * FROM prompts WHERE conversation_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?) p
 			LEFT JOIN prompt_items i ON i.prompt_id = p.id

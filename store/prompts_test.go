@@ -359,7 +359,6 @@ func TestHistory(t *testing.T) {
 		{"", 2, ids[3:]},
 		{"a3", 2, ids[1:3]},
 		{"a0", 5, nil},
-		{"b3", 10, ids[:4]}, // a prompt of another conversation still bounds by time of saving
 		{"", 0, nil},
 	}
 	for _, tt := range tests {
@@ -380,6 +379,11 @@ func TestHistory(t *testing.T) {
 	}
 	if _, err := db.History(ctx, "a", "nope", 5); !errors.Is(err, prompt.ErrNotFound) {
 		t.Errorf("unknown beforeID: %v", err)
+	}
+	// prompt.Store: ErrNotFound if beforeID is not a prompt of that
+	// conversation, as MemStore does.
+	if got, err := db.History(ctx, "a", "b3", 10); !errors.Is(err, prompt.ErrNotFound) {
+		t.Errorf("beforeID of another conversation: %d prompts, %v; want ErrNotFound", len(got), err)
 	}
 }
 
