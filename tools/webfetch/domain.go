@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/net/idna"
 	"golang.org/x/net/publicsuffix"
@@ -37,6 +38,11 @@ func Canonical(domain string) (string, error) {
 	d := strings.TrimSpace(domain)
 	if d == "" {
 		return "", errors.New("empty domain")
+	}
+	if !utf8.ValidString(d) {
+		// idna would turn each bad byte into U+FFFD: different inputs
+		// would become one entry that Canonical itself then refuses.
+		return "", fmt.Errorf("%q is not valid UTF-8", domain)
 	}
 	wildcard := strings.HasPrefix(d, "*.")
 	if wildcard {
