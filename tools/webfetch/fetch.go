@@ -51,10 +51,47 @@ func (f *Fetcher) defaultCheckAddr(ap netip.AddrPort) error {
 
 func checkMetadata(ap netip.AddrPort) error {
 	ip := ap.Addr().Unmap().WithZone("")
-	for _, p := range metadataAddrs {
-		if p.Contains(ip) {
-			return fmt.Errorf("%w: %s is a cloud metadata address", ErrBlocked, ip)
+	for _, a := range append([]netip.Addr{ip}, embeddedIPv4(ip)...) {
+		for _, p := range metadataAddrs {
+			if p.Contains(a) {
+				return fmt.Errorf("%w: %s is a cloud metadata address", ErrBlocked, ip)
+			}
 		}
+	}
+	return nil
+}
+
+var (
+	nat64WellKnown = netip.MustParsePrefix("64:ff9b::/96")
+	nat64LocalUse  = netip.MustParsePrefix("64:ff9b:1::/48")
+	sixToFour      = netip.MustParsePrefix("2002::/16")
+	teredo         = netip.MustParsePrefix("2001::/32")
+	ipv4Compatible = netip.MustParsePrefix("::/96")
+)
+
+// embeddedIPv4 returns the IPv4 addresses an IPv6 address carries in the
+// translation forms a gateway on the path may turn back into IPv4 (NAT64,
+// 6to4, Teredo, IPv4-compatible). Without AllowPrivate the guard refuses
+// all of these ranges (or their private embeddings) anyway; with it, the
+// metadata check is the only one left and must see through them.
+func embeddedIPv4(ip netip.Addr) []netip.Addr {
+	if !ip.Is6() {
+		return nil
+	}
+	b := ip.As16()
+	v4 := func(i ...int) netip.Addr { return netip.AddrFrom4([4]byte{b[i[0]], b[i[1]], b[i[2]], b[i[3]]}) }
+	switch {
+	case nat64WellKnown.Contains(ip), ipv4Compatible.Contains(ip):
+		return []netip.Addr{v4(12, 13, 14, 15)}
+	case nat64LocalUse.Contains(ip):
+		// The operator picks the prefix length (RFC 6052 section 2.2; the
+		// byte 8 is always skipped): try every layout a /48 allows.
+		return []netip.Addr{v4(6, 7, 9, 10), v4(7, 9, 10, 11), v4(9, 10, 11, 12), v4(12, 13, 14, 15)}
+	case sixToFour.Contains(ip):
+		return []netip.Addr{v4(2, 3, 4, 5)}
+	case teredo.Contains(ip):
+		client := netip.AddrFrom4([4]byte{^b[12], ^b[13], ^b[14], ^b[15]})
+		return []netip.Addr{v4(4, 5, 6, 7), client}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package webfetch
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -26,5 +27,38 @@ func TestInvalidUTF8HostIsRefused(t *testing.T) {
 	in, _ := json.Marshal(map[string]string{"domain": "\xff.ac"})
 	if _, err := toolByName(t, f, ToolAddDomain).Gate(context.Background(), in); err == nil {
 		t.Error("add-domain gate accepted a host with invalid UTF-8")
+	}
+}
+
+// TestMetadataInIPv6TranslationFormsStaysRefused: with AllowPrivate the
+// metadata check was the only guard left, and it knew only the
+// IPv4-mapped form. A NAT64 gateway (AWS offers one for IPv6-only
+// subnets) turns 64:ff9b::a9fe:a9fe back into 169.254.169.254.
+func TestMetadataInIPv6TranslationFormsStaysRefused(t *testing.T) {
+	f := newFetcher(t, Config{AllowPrivate: true})
+	for _, host := range []string{
+		"64:ff9b::a9fe:a9fe",                   // NAT64 well-known prefix (RFC 6052)
+		"64:ff9b::169.254.169.254",             // the same, dotted
+		"64:ff9b:1::a9fe:a9fe",                 // NAT64 local-use prefix (RFC 8215), /96
+		"64:ff9b:1:a9fe:a9:fe00::",             // local-use prefix, /48 layout
+		"64:ff9b::6464:64c8",                   // Alibaba's 100.100.100.200 over NAT64
+		"2002:a9fe:a9fe::1",                    // 6to4 (RFC 3056)
+		"::a9fe:a9fe",                          // IPv4-compatible (deprecated)
+		"2001:0:4136:e378:8000:63bf:5601:5601", // Teredo, client 169.254.169.254 inverted
+		"::ffff:169.254.169.254",               // IPv4-mapped, already refused
+	} {
+		u := "http://[" + host + "]/"
+		if _, err := f.checkURL(u); !errors.Is(err, ErrBlocked) {
+			t.Errorf("checkURL(%s) = %v; want ErrBlocked", u, err)
+		}
+		if err := f.control("tcp6", "["+host+"]:80", nil); !errors.Is(err, ErrBlocked) {
+			t.Errorf("control(%s) = %v; want ErrBlocked", host, err)
+		}
+	}
+	// The same forms of a public address stay reachable.
+	for _, host := range []string{"64:ff9b::808:808", "2002:808:808::1", "64:ff9b:1::808:808"} {
+		if err := f.control("tcp6", "["+host+"]:80", nil); err != nil {
+			t.Errorf("control(%s) = %v; want allowed", host, err)
+		}
 	}
 }
