@@ -147,13 +147,14 @@ func publicName(name string) error {
 	return nil
 }
 
-// allowlist is a snapshot of the entries, for matching hosts.
+// allowlist is a snapshot of the entries, for matching hosts. An entry
+// maps to true when the operator seeded it.
 type allowlist map[string]bool
 
-func newAllowlist(entries []string) allowlist {
+func newAllowlist(entries []string, seeded map[string]bool) allowlist {
 	a := make(allowlist, len(entries))
 	for _, e := range entries {
-		a[e] = true
+		a[e] = seeded[e]
 	}
 	return a
 }
@@ -161,8 +162,11 @@ func newAllowlist(entries []string) allowlist {
 // matches reports whether canonical host h is listed: exactly, or as a
 // subdomain of a "*." entry. Only whole labels are compared, so
 // "*.example.com" never matches "evil-example.com" nor example.com itself.
+// A wildcard the operator did not seed stops at a public suffix:
+// "*.amazonaws.com" does not list evil.s3.amazonaws.com, a site anyone
+// can own under the public suffix s3.amazonaws.com.
 func (a allowlist) matches(h string) bool {
-	if a[h] {
+	if _, ok := a[h]; ok {
 		return true
 	}
 	if _, ok := parseIP(h); ok {
@@ -170,7 +174,7 @@ func (a allowlist) matches(h string) bool {
 	}
 	for i := strings.IndexByte(h, '.'); i >= 0; {
 		rest := h[i+1:]
-		if a["*."+rest] {
+		if seeded, ok := a["*."+rest]; ok && (seeded || sameSite(h, rest)) {
 			return true
 		}
 		j := strings.IndexByte(rest, '.')
@@ -180,4 +184,15 @@ func (a allowlist) matches(h string) bool {
 		i += j + 1
 	}
 	return false
+}
+
+// sameSite reports whether h and base have the same registrable domain,
+// that is, no public suffix lies between them.
+func sameSite(h, base string) bool {
+	hs, err := publicsuffix.EffectiveTLDPlusOne(h)
+	if err != nil {
+		return false
+	}
+	bs, err := publicsuffix.EffectiveTLDPlusOne(base)
+	return err == nil && hs == bs
 }

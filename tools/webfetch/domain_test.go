@@ -60,7 +60,7 @@ func TestCanonical(t *testing.T) {
 }
 
 func TestAllowlistMatches(t *testing.T) {
-	a := newAllowlist([]string{"example.com", "*.docs.example.org", "127.0.0.1"})
+	a := newAllowlist([]string{"example.com", "*.docs.example.org", "127.0.0.1"}, nil)
 	tests := []struct {
 		host string
 		want bool

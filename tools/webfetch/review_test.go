@@ -62,3 +62,35 @@ func TestMetadataInIPv6TranslationFormsStaysRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestAddedWildcardStopsAtAPublicSuffix: amazonaws.com is a registrable
+// domain, so add-domain takes "*.amazonaws.com", but s3.amazonaws.com
+// below it is a public suffix: anyone can own evil.s3.amazonaws.com. A
+// wildcard the model added must not reach across that boundary; one the
+// operator seeded still does (the operator is trusted).
+func TestAddedWildcardStopsAtAPublicSuffix(t *testing.T) {
+	ctx := context.Background()
+	f := newFetcher(t, Config{Seed: []string{"*.github.com"}})
+	for _, d := range []string{"*.amazonaws.com", "*.example.org"} {
+		in, _ := json.Marshal(map[string]string{"domain": d})
+		if _, err := toolByName(t, f, ToolAddDomain).Invoke(ctx, in); err != nil {
+			t.Fatalf("add %s: %v", d, err)
+		}
+	}
+	fetch := toolByName(t, f, ToolFetch)
+	for _, tt := range []struct {
+		url  string
+		want verdict
+	}{
+		{"https://attacker.s3.amazonaws.com/x", approve("attacker.s3.amazonaws.com")},
+		{"https://x.s3.us-east-1.amazonaws.com/", approve("x.s3.us-east-1.amazonaws.com")},
+		{"https://ec2.amazonaws.com/", listed},
+		{"https://a.b.example.org/", listed},
+		{"https://gist.github.com/", listed},
+	} {
+		checkVerdict(t, fetch, map[string]string{"url": tt.url}, tt.want)
+	}
+
+	seeded := newFetcher(t, Config{Seed: []string{"*.amazonaws.com"}})
+	checkVerdict(t, toolByName(t, seeded, ToolFetch), map[string]string{"url": "https://attacker.s3.amazonaws.com/"}, listed)
+}

@@ -258,7 +258,7 @@ func (f *Fetcher) allowed(ctx context.Context, h string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("read the allowlist: %w", err)
 	}
-	return newAllowlist(entries).matches(h), nil
+	return newAllowlist(entries, f.seeded).matches(h), nil
 }
 
 // Allowed reports whether the URL may be fetched without approval: it
