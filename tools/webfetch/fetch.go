@@ -195,6 +195,11 @@ func (f *Fetcher) checkURL(raw string) (target, error) {
 }
 
 func (f *Fetcher) checkParsed(u *url.URL) (target, error) {
+	// Every URL is echoed to the model (the result's first line, a
+	// redirect it may ask for): a page must not choose that length.
+	if n := len(u.String()); n > maxURLLen {
+		return target{}, fmt.Errorf("the URL is %d bytes long; at most %d can be fetched", n, maxURLLen)
+	}
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return target{}, fmt.Errorf("only http and https URLs can be fetched, not %q", u.Redacted())
 	}
@@ -295,7 +300,10 @@ func (f *Fetcher) fetch(ctx context.Context, t target, approvedHost string) (str
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
 		resp.Body.Close()
 		if loc == "" {
-			return "", fmt.Errorf("%s answered %s without a Location", t.url.Redacted(), resp.Status)
+			return "", fmt.Errorf("%s answered %s without a Location", t.url.Redacted(), clip(resp.Status, maxStatusLen))
+		}
+		if len(loc) > maxURLLen {
+			return "", fmt.Errorf("%s redirects to a URL of %d bytes; at most %d can be followed", t.url.Redacted(), len(loc), maxURLLen)
 		}
 		next, err := t.url.Parse(loc)
 		if err != nil {
@@ -355,7 +363,24 @@ func (f *Fetcher) describe(ctx context.Context, u *url.URL, err error) error {
 	case ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return fmt.Errorf("fetch %s: timed out after %s", u.Redacted(), f.timeout)
 	}
-	return fmt.Errorf("fetch %s: %w", u.Redacted(), err)
+	// A transport error may quote what the server sent (a malformed
+	// status line of up to MaxResponseHeaderBytes); room is left for the
+	// URL it names first.
+	return fmt.Errorf("fetch %s: %w", u.Redacted(), clippedError{err})
+}
+
+// clippedError is err with its text clipped, still unwrapping to err.
+type clippedError struct{ err error }
+
+func (e clippedError) Error() string { return clip(e.err.Error(), maxURLLen+maxStatusLen) }
+func (e clippedError) Unwrap() error { return e.err }
+
+// clip cuts s to at most n runes, saying so.
+func clip(s string, n int) string {
+	if c := cutRunes(s, n); len(c) < len(s) {
+		return c + "… [cut]"
+	}
+	return s
 }
 
 // unwrapBlocked finds the innermost error that still says why the
@@ -374,7 +399,7 @@ func unwrapBlocked(err error) error {
 // model: HTML as Markdown; text, JSON and XML as they are.
 func (f *Fetcher) render(ctx context.Context, u *url.URL, resp *http.Response) (string, error) {
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return "", fmt.Errorf("fetch %s: the server answered %s", u.Redacted(), resp.Status)
+		return "", fmt.Errorf("fetch %s: the server answered %s", u.Redacted(), clip(resp.Status, maxStatusLen))
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, f.maxBody+1))
 	if err != nil {

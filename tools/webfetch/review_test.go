@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -93,4 +95,47 @@ func TestAddedWildcardStopsAtAPublicSuffix(t *testing.T) {
 
 	seeded := newFetcher(t, Config{Seed: []string{"*.amazonaws.com"}})
 	checkVerdict(t, toolByName(t, seeded, ToolFetch), map[string]string{"url": "https://attacker.s3.amazonaws.com/"}, listed)
+}
+
+// TestServerTextInErrorsIsBounded: a page chose how long the error the
+// model reads was: a 60 kB Location, status line or garbage response
+// came back whole, three times the result limit.
+func TestServerTextInErrorsIsBounded(t *testing.T) {
+	long := strings.Repeat("a", 60000)
+	port := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/to-unlisted":
+			w.Header().Set("Location", "http://unlisted.example.org/"+long)
+			w.WriteHeader(http.StatusFound)
+		case "/to-listed":
+			w.Header().Set("Location", "/"+long)
+			w.WriteHeader(http.StatusFound)
+		case "/status", "/garbage":
+			conn, buf, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+			if r.URL.Path == "/status" {
+				fmt.Fprintf(buf, "HTTP/1.1 500 %s\r\nContent-Length: 0\r\n\r\n", long)
+			} else {
+				fmt.Fprintf(buf, "%s\r\n\r\n", long)
+			}
+			buf.Flush()
+		}
+	}))
+	f := newFetcher(t, Config{AllowPrivate: true})
+	for _, path := range []string{"/to-unlisted", "/to-listed", "/status", "/garbage"} {
+		out, err := invoke(t, f, "http://example.com:"+port+path)
+		if err == nil {
+			t.Errorf("%s: no error, output of %d bytes", path, len(out))
+			continue
+		}
+		if n := len(err.Error()); n > 10000 {
+			t.Errorf("%s: error of %d bytes: %.200s", path, n, err)
+		}
+	}
+	if _, err := f.checkURL("http://example.com/" + long); err == nil || len(err.Error()) > 1000 {
+		t.Errorf("a 60 kB URL: %.200v", err)
+	}
 }

@@ -47,6 +47,13 @@ const (
 // maxRedirects bounds the hops of one fetch.
 const maxRedirects = 5
 
+// maxURLLen bounds a URL the fetch tool reads or follows, and so the URLs
+// its results quote; maxStatusLen bounds server text quoted in an error.
+const (
+	maxURLLen    = 4096
+	maxStatusLen = 300
+)
+
 // Resolver looks up the addresses of a host name; *net.Resolver
 // implements it. It is a seam so tests can point names at httptest
 // servers while the connect-time check stays on.
