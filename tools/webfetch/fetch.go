@@ -419,9 +419,12 @@ func (f *Fetcher) render(ctx context.Context, u *url.URL, resp *http.Response) (
 	}
 	media, _, err := mime.ParseMediaType(ctype)
 	if err != nil {
-		return "", fmt.Errorf("fetch %s: unreadable content type %q", u.Redacted(), ctype)
+		return "", fmt.Errorf("fetch %s: unreadable content type %q", u.Redacted(), clip(ctype, maxStatusLen))
 	}
 	kind := contentKind(media)
+	// The server chose the media type, and with it how long the quotes
+	// below would be.
+	media = clip(media, maxStatusLen)
 	if kind == kindOther {
 		return "", fmt.Errorf("fetch %s: content type %s cannot be read; only HTML, text, JSON and XML can", u.Redacted(), media)
 	}

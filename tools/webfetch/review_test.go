@@ -139,3 +139,30 @@ func TestServerTextInErrorsIsBounded(t *testing.T) {
 		t.Errorf("a 60 kB URL: %.200v", err)
 	}
 }
+
+// TestContentTypeEchoIsBounded: the media type is quoted in the result's
+// first line and in errors; a server could make it 60 kB.
+func TestContentTypeEchoIsBounded(t *testing.T) {
+	long := strings.Repeat("a", 60000)
+	port := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/text":
+			w.Header().Set("Content-Type", "text/"+long)
+		case "/other":
+			w.Header().Set("Content-Type", "application/"+long)
+		case "/bad":
+			w.Header().Set("Content-Type", "text/html; "+long)
+		}
+		fmt.Fprint(w, "hello")
+	}))
+	f := newFetcher(t, Config{AllowPrivate: true})
+	for _, path := range []string{"/text", "/other", "/bad"} {
+		out, err := invoke(t, f, "http://example.com:"+port+path)
+		if n := len(out); n > 1000 || err == nil && !strings.Contains(out, "hello") {
+			t.Errorf("%s: output of %d bytes: %.200s", path, n, out)
+		}
+		if err != nil && len(err.Error()) > 1000 {
+			t.Errorf("%s: error of %d bytes: %.200s", path, len(err.Error()), err)
+		}
+	}
+}
