@@ -471,6 +471,8 @@ func (c *Completion) pause(ctx context.Context, idx int, reason string) {
 	if err := s.store.SavePrompt(ctx, c.p); err != nil {
 		call.Status = CallDone
 		call.Result = &Result{Type: ResultError, Error: "the approval request could not be saved, so it was not asked"}
+		call.Approval.Note = "not asked: the request could not be saved"
+
 		c.failSaveLocked(ctx, err)
 		c.mu.Unlock()
 		c.finish(ctx)
@@ -518,6 +520,13 @@ func (c *Completion) endLocked(state State, why string) {
 		case CallQueued, CallApproved, CallPending:
 			call.Status = CallDone
 			call.Result = &Result{Type: ResultError, Error: "not run: " + why}
+			if call.Approval != nil && call.Approval.Note == "" {
+				// The approval is the audit trail: "approved, done" alone
+				// would read as if the tool ran.
+				a := *call.Approval
+				a.Note = "not run: " + why
+				call.Approval = &a
+			}
 			touched = append(touched, i)
 		}
 	}

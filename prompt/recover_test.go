@@ -163,6 +163,11 @@ func TestCancelAfterADecisionDuringShutdownEndsThePrompt(t *testing.T) {
 	if cl := callOf(t, stored, "c1"); cl.Status != prompt.CallDone || cl.Result.Type != prompt.ResultError {
 		t.Fatalf("approved call = %+v", cl)
 	}
+	// The approval is the audit trail: "approved by alice, done" must not
+	// read as if the tool ran.
+	if cl := callOf(t, stored, "c1"); cl.Approval.DecidedBy != "alice" || cl.Approval.Note != "not run: Cancelled by alice." {
+		t.Fatalf("approval = %+v", cl.Approval)
+	}
 	if len(h.rec.got()) != 0 {
 		t.Fatal("tool ran")
 	}

@@ -547,6 +547,10 @@ func TestStoreFailureWhilePausingFailsClosed(t *testing.T) {
 	if stored.State != prompt.StateFailed || stored.PendingCall() != nil {
 		t.Fatalf("stored = %+v", stored)
 	}
+	// In the audit trail, a request nobody saw must not read as done.
+	if a := callOf(t, stored, "c1").Approval; a == nil || a.DecidedBy != "" || !strings.HasPrefix(a.Note, "not asked") {
+		t.Fatalf("approval = %+v", a)
+	}
 	if len(h.rec.got()) != 0 {
 		t.Fatal("tool ran")
 	}
