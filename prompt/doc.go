@@ -18,15 +18,22 @@
 //
 // # Events
 //
-// Listeners run after the save they report, in registration order, on the
+// Listeners run after the save they report (an ended prompt whose final
+// save failed is still reported ended: the store keeps the older state and
+// the next start resumes from it), in registration order, on the
 // goroutine that made the change: the loop's goroutine for changes the
 // loop makes, the caller's for decisions and Cancel, Recover's caller for
 // re-emitted approval requests. A completion's own listeners run before
 // the service-wide ones. A completion is removed from the service's active
 // set before the completed listeners run. Listeners must not block on a
 // human or a slow network: hand such work to a goroutine you own. A
-// listener may read the completion (Prompt, PendingRequest) but must not
-// wait for it (Wait) or it deadlocks the loop it runs on.
+// listener may read the completion (Prompt, PendingRequest), decide or
+// cancel it, but must not wait for it (Wait, Service.Close): it would wait
+// for the loop it runs on. A decision's update is emitted before the
+// resumed loop starts, so no listener hears of a tool's run before the
+// decision that allowed it.
+//
+// Recover is for start-up: it skips prompts this service already runs.
 //
 // # Concurrency
 //

@@ -93,3 +93,36 @@ func TestTheDecisionIsReportedBeforeTheResumedLoopActs(t *testing.T) {
 		t.Fatalf("ran %v", rec.got())
 	}
 }
+
+func TestAListenerMayDecideAndCancelOnTheLoopsGoroutine(t *testing.T) {
+	// An auto-approving policy or a /cancel typed very fast both call back
+	// into the completion from a listener; neither may deadlock.
+	h := newHarness(t, opts{},
+		prompttest.Calls(call("a", "test.gated", "1")),
+		prompttest.Calls(call("b", "test.gated", "2")),
+		prompttest.Answer("never"))
+	var n int
+	h.svc.OnApprovalRequested(func(ctx context.Context, c *prompt.Completion, req prompt.ApprovalRequest) {
+		n++
+		if n == 1 {
+			if err := c.Approve(ctx, req.ToolCallID, "policy"); err != nil {
+				t.Errorf("approve from a listener: %v", err)
+			}
+			return
+		}
+		if err := c.Cancel(ctx, "alice"); err != nil {
+			t.Errorf("cancel from a listener: %v", err)
+		}
+	})
+	c, err := h.svc.Create(context.Background(), "conv-1", "go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := h.waitEnded(c.ID())
+	if p.State != prompt.StateFailed || p.Error != "Cancelled by alice." {
+		t.Fatalf("prompt = %s %q", p.State, p.Error)
+	}
+	if got := h.rec.got(); len(got) != 1 || got[0] != "test.gated:1" {
+		t.Fatalf("ran %v", got)
+	}
+}
