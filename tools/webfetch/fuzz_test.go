@@ -2,8 +2,10 @@ package webfetch
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -147,4 +149,34 @@ func portSuffix(hostport string) string {
 		return hostport[i:]
 	}
 	return ""
+}
+
+// FuzzRenderHTML: a hostile page must not crash the process (the loop
+// does not recover a tool's panic): parsing, pruning and conversion
+// give text or an error, within the result limit.
+func FuzzRenderHTML(f *testing.F) {
+	for _, s := range []string{
+		"<p>hi</p>", "<table><tr><td>a<td>b</table>", "<pre>```</pre>", "<a href='javascript:x'>x</a>",
+		"<ul><li><ol><li>x</ol></ul>", "<code>`a``b`</code>", "<meta charset=utf-16><p>x",
+		"<svg><foreignObject><p>x</svg>", "<select><option>x<template><p>y</template>", "<img src=x alt='[a](b)'>",
+		"<blockquote><blockquote>> x</blockquote></blockquote>", "<h1>#</h1><hr><br>",
+	} {
+		f.Add(s)
+	}
+	fe, err := New(context.Background(), Config{Store: NewMemStore(), MaxResult: 200})
+	if err != nil {
+		f.Fatal(err)
+	}
+	u, _ := url.Parse("https://example.com/a/b")
+	f.Fuzz(func(t *testing.T, page string) {
+		resp := &http.Response{
+			StatusCode: http.StatusOK,
+			Header:     http.Header{"Content-Type": {"text/html"}},
+			Body:       io.NopCloser(strings.NewReader(page)),
+		}
+		out, err := fe.render(context.Background(), u, resp)
+		if err == nil && utf8.RuneCountInString(out) > 200+200+len(u.String()) {
+			t.Fatalf("result of %d runes", utf8.RuneCountInString(out))
+		}
+	})
 }
