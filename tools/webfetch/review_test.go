@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -164,5 +167,48 @@ func TestContentTypeEchoIsBounded(t *testing.T) {
 		if err != nil && len(err.Error()) > 1000 {
 			t.Errorf("%s: error of %d bytes: %.200s", path, len(err.Error()), err)
 		}
+	}
+}
+
+// TestEveryResolvedAddressIsCheckedOnItsOwn: a name that resolves to
+// several addresses, some refused, reaches only the allowed ones; the
+// refused one is never connected to, even when something listens there.
+func TestEveryResolvedAddressIsCheckedOnItsOwn(t *testing.T) {
+	ln, err := net.Listen("tcp4", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reached sync.Map
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		local := r.Context().Value(http.LocalAddrContextKey).(net.Addr).String()
+		reached.Store(local, true)
+		fmt.Fprint(w, "hello from "+local)
+	})}
+	served := make(chan struct{})
+	go func() { defer close(served); _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close(); <-served })
+	port := uint16(ln.Addr().(*net.TCPAddr).Port)
+
+	r := newResolver("example.com", "127.0.0.1", "example.com", "127.0.0.2")
+	f := newFetcher(t, Config{Resolver: r, AllowPrivate: true})
+	refused := netip.MustParseAddr("127.0.0.1")
+	f.checkAddr = func(ap netip.AddrPort) error {
+		if ap.Addr() == refused {
+			return fmt.Errorf("%w: %s (test)", ErrBlocked, ap)
+		}
+		return nil
+	}
+	out, err := invoke(t, f, fmt.Sprintf("http://example.com:%d/", port))
+	if err != nil || !strings.Contains(out, "hello from 127.0.0.2") {
+		t.Fatalf("got %q, %v; want the page from the allowed address", out, err)
+	}
+	if _, ok := reached.Load(netip.AddrPortFrom(refused, port).String()); ok {
+		t.Fatal("the refused address was connected to")
+	}
+	// Refuse both: the fetch fails and says why, naming each.
+	f.checkAddr = func(ap netip.AddrPort) error { return fmt.Errorf("%w: %s (test)", ErrBlocked, ap.Addr()) }
+	_, err = invoke(t, f, fmt.Sprintf("http://example.com:%d/", port))
+	if !errors.Is(err, ErrBlocked) || !strings.Contains(err.Error(), "127.0.0.1") || !strings.Contains(err.Error(), "127.0.0.2") {
+		t.Fatalf("error %v; want both addresses refused", err)
 	}
 }
