@@ -347,7 +347,7 @@ func (c *Completion) modelTurn(ctx context.Context) bool {
 		c.p.State = StateCompleted
 	}
 	c.touch(rangeIdx(first, len(c.p.Output))...)
-	if err := s.store.SavePrompt(ctx, c.p); err != nil {
+	if err := c.saveLocked(ctx); err != nil {
 		c.failSaveLocked(ctx, err)
 		c.mu.Unlock()
 		c.finish(ctx)
@@ -397,6 +397,20 @@ func (c *Completion) runCall(ctx context.Context, idx int) bool {
 	if !c.record(ctx, idx, CallExecuting, nil) {
 		return false
 	}
+	if ctx.Err() != nil {
+		// Cancelled while executing was saved: the tool has not started.
+		if c.cancelled() != "" {
+			return c.record(ctx, idx, CallDone, &Result{Type: ResultError, Error: "not run: cancelled"})
+		}
+		// Shutdown: put the call back as it was, so the next start may run
+		// it rather than call its outcome unknown.
+		prev := CallQueued
+		if approved {
+			prev = CallApproved
+		}
+		c.record(ctx, idx, prev, nil)
+		return false
+	}
 	info := CallInfo{PromptID: c.id, CallID: call.ID, Approved: approved, ApprovedBy: approvedBy}
 	out, err := tool.Invoke(ContextWithCall(ctx, info), input)
 	if ctx.Err() != nil && c.cancelled() == "" {
@@ -420,27 +434,19 @@ func (c *Completion) cancelled() string {
 // loop goes on. A failed save ends the prompt: going on would act on state
 // nobody could recover.
 //
-// A result is saved even once ctx is cancelled: it is what happened, and a
-// store honouring ctx would otherwise fail the save and the prompt with it.
-// Executing is not: a cancelled loop starts no tool.
+// Executing is not saved once ctx is cancelled: a cancelled loop starts no
+// tool.
 func (c *Completion) record(ctx context.Context, idx int, status CallStatus, res *Result) bool {
 	c.mu.Lock()
-	saveCtx := ctx
-	if status == CallExecuting {
-		if ctx.Err() != nil {
-			c.mu.Unlock()
-			c.interrupted(ctx)
-			return false
-		}
-	} else {
-		var cancel context.CancelFunc
-		saveCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), finalSaveTimeout)
-		defer cancel()
+	if status == CallExecuting && ctx.Err() != nil {
+		c.mu.Unlock()
+		c.interrupted(ctx)
+		return false
 	}
 	call := c.p.Output[idx].Call
 	call.Status, call.Result = status, res
 	c.touch(idx)
-	if err := c.svc.store.SavePrompt(saveCtx, c.p); err != nil {
+	if err := c.saveLocked(ctx); err != nil {
 		c.failSaveLocked(ctx, err)
 		c.mu.Unlock()
 		c.finish(ctx)
@@ -468,7 +474,7 @@ func (c *Completion) pause(ctx context.Context, idx int, reason string) {
 	call.Result = &Result{Type: ResultPending, Reason: reason}
 	c.p.State = StateWaiting
 	c.touch(idx)
-	if err := s.store.SavePrompt(ctx, c.p); err != nil {
+	if err := c.saveLocked(ctx); err != nil {
 		call.Status = CallDone
 		call.Result = &Result{Type: ResultError, Error: "the approval request could not be saved, so it was not asked"}
 		call.Approval.Note = "not asked: the request could not be saved"
@@ -539,15 +545,24 @@ func (c *Completion) failSaveLocked(ctx context.Context, err error) {
 	c.saveFinalLocked(ctx)
 }
 
-// finalSaveTimeout bounds a save made after the loop's context ended.
-const finalSaveTimeout = 5 * time.Second
+// saveTimeout bounds a save the loop makes.
+const saveTimeout = 5 * time.Second
+
+// saveLocked saves a step the loop has taken. It does not honour ctx's
+// cancellation: once the loop decided to take a step (checking ctx under
+// c.mu), a Cancel or a shutdown landing during the save must not turn it
+// into a storage failure that ends the prompt; the loop sees ctx at its
+// next step instead.
+func (c *Completion) saveLocked(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+	defer cancel()
+	return c.svc.store.SavePrompt(ctx, c.p)
+}
 
 // saveFinalLocked saves an ended prompt on a best-effort basis: if this
 // fails too, the stored state is older and a restart redoes from there.
 func (c *Completion) saveFinalLocked(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalSaveTimeout)
-	defer cancel()
-	if err := c.svc.store.SavePrompt(ctx, c.p); err != nil {
+	if err := c.saveLocked(ctx); err != nil {
 		c.svc.log.Error("save ended prompt", "prompt", c.id, "state", c.p.State, "err", err)
 	}
 }

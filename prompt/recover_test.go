@@ -172,3 +172,53 @@ func TestCancelAfterADecisionDuringShutdownEndsThePrompt(t *testing.T) {
 		t.Fatal("tool ran")
 	}
 }
+
+// closeOnSave shuts the service down, its deadline already passed, just as
+// the loop saves a call as status, then saves as a database would: with a
+// context that is now cancelled.
+type closeOnSave struct {
+	prompt.Store
+	svc    func() *prompt.Service
+	status prompt.CallStatus
+	done   atomic.Bool
+}
+
+func (s *closeOnSave) SavePrompt(ctx context.Context, p *prompt.Prompt) error {
+	for _, it := range p.Output {
+		if it.Call != nil && it.Call.Status == s.status && s.done.CompareAndSwap(false, true) {
+			expired, cancel := context.WithCancel(context.Background())
+			cancel()
+			_ = s.svc().Close(expired)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.Store.SavePrompt(ctx, p)
+}
+
+func TestShutdownDuringASaveLeavesThePromptForTheNextStart(t *testing.T) {
+	for _, status := range []prompt.CallStatus{prompt.CallQueued, prompt.CallExecuting} {
+		t.Run(string(status), func(t *testing.T) {
+			mem := prompt.NewMemStore()
+			var h *harness
+			st := &closeOnSave{svc: func() *prompt.Service { return h.svc }, status: status}
+			h = newHarness(t, opts{mem: mem, store: func(m *prompt.MemStore) prompt.Store { st.Store = m; return st }},
+				prompttest.Calls(call("c1", "test.free", "x")), prompttest.Answer("done"))
+			c := h.create("go")
+			stored, _ := mem.Prompt(c.ID())
+			h.mu.Lock()
+			ended := len(h.done)
+			h.mu.Unlock()
+			if stored.State != prompt.StateRunning || ended != 0 {
+				t.Fatalf("after a shutdown: stored %s %q, %d ended events; want running, for the next start",
+					stored.State, stored.Error, ended)
+			}
+			// The tool never started: the next start may run it, so it
+			// must not be stored as "may have run".
+			if cl := callOf(t, stored, "c1"); cl.Status == prompt.CallExecuting || len(h.rec.got()) != 0 {
+				t.Fatalf("call %s, tool runs %v", cl.Status, h.rec.got())
+			}
+		})
+	}
+}
