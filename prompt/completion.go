@@ -444,9 +444,15 @@ func (c *Completion) record(ctx context.Context, idx int, status CallStatus, res
 		return false
 	}
 	call := c.p.Output[idx].Call
+	prevStatus, prevResult := call.Status, call.Result
 	call.Status, call.Result = status, res
 	c.touch(idx)
 	if err := c.saveLocked(ctx); err != nil {
+		if status == CallExecuting {
+			// The tool never started: let the end say "not run", not
+			// "executing" forever.
+			call.Status, call.Result = prevStatus, prevResult
+		}
 		c.failSaveLocked(ctx, err)
 		c.mu.Unlock()
 		c.finish(ctx)

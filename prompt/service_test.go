@@ -603,14 +603,19 @@ func TestCrashWhileToolRunsIsOutcomeUnknownAfterRecover(t *testing.T) {
 
 func TestApprovedButNotStartedRunsOnceAfterRecover(t *testing.T) {
 	// A crash after the decision was saved but before executing was: the
-	// call certainly did not run, so recovery runs it.
+	// call certainly did not run, so recovery runs it. From the executing
+	// save on, the "dead" process writes nothing more.
 	mem := prompt.NewMemStore()
+	var dead atomic.Bool
 	h := newHarness(t, opts{mem: mem, store: func(m *prompt.MemStore) prompt.Store {
 		return &failingStore{Store: m, fail: func(p *prompt.Prompt) error {
 			for _, it := range p.Output {
 				if it.Call != nil && it.Call.Status == prompt.CallExecuting {
-					return errors.New("crash")
+					dead.Store(true)
 				}
+			}
+			if dead.Load() {
+				return errors.New("crash")
 			}
 			return nil
 		}}
@@ -911,4 +916,35 @@ func (f *failingDecide) DecideApproval(ctx context.Context, p *prompt.Prompt, ca
 		return errors.New("database is locked")
 	}
 	return f.Store.DecideApproval(ctx, p, callID)
+}
+
+func TestExecutingThatCannotBeSavedEndsAsNotRun(t *testing.T) {
+	// The tool never starts when its executing status cannot be saved; the
+	// record (and the approval's audit row) must not say "executing"
+	// forever after.
+	var failed atomic.Bool
+	h := newHarness(t, opts{store: func(m *prompt.MemStore) prompt.Store {
+		return &failingStore{Store: m, fail: func(p *prompt.Prompt) error {
+			for _, it := range p.Output {
+				if it.Call != nil && it.Call.Status == prompt.CallExecuting && failed.CompareAndSwap(false, true) {
+					return errors.New("disk I/O error")
+				}
+			}
+			return nil
+		}}
+	}}, prompttest.Calls(call("c1", "test.gated", "x")))
+	c := h.create("go")
+	if err := h.svc.Approve(context.Background(), h.approvals()[0].ApprovalID, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	h.wait(c)
+	stored, _ := h.mem.Prompt(c.ID())
+	cl := callOf(t, stored, "c1")
+	if stored.State != prompt.StateFailed || cl.Status != prompt.CallDone || cl.Result == nil ||
+		!strings.HasPrefix(cl.Result.Error, "not run") || !strings.HasPrefix(cl.Approval.Note, "not run") {
+		t.Fatalf("stored %s, call %s %+v, approval %+v", stored.State, cl.Status, cl.Result, cl.Approval)
+	}
+	if len(h.rec.got()) != 0 {
+		t.Fatal("tool ran")
+	}
 }
