@@ -275,3 +275,31 @@ func helperOpen() int {
 }
 
 var _ = prompt.ErrNotFound
+
+func TestOpenKeepsTheDatabaseFilesPrivate(t *testing.T) {
+	// The file holds what users typed and what tools were asked to do; a
+	// data folder that already exists (made by hand, 0755) must not leave
+	// it world-readable.
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "tollgate.db")
+	db, err := store.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.SavePrompt(context.Background(), gatedPrompt("p1", "c", "appr000000000001")); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{path, path + "-wal", path + ".lock"} {
+		fi, err := os.Stat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			t.Errorf("%s has mode %v, want no access for group and others", filepath.Base(name), fi.Mode().Perm())
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/url"
 	"os"
@@ -118,6 +119,15 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 	lock, err := lockFile(abs)
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", abs, err)
+	}
+	// SQLite would create the file 0644 and its -wal and -shm like it, in a
+	// folder that may already exist and be readable by all; the file holds
+	// what users typed and what tools were asked to do.
+	if f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		f.Close()
+	} else if !errors.Is(err, fs.ErrExist) {
+		lock.Close()
+		return nil, fmt.Errorf("open store %s: create file: %w", abs, err)
 	}
 	db := &DB{path: abs, log: cfg.log, now: cfg.now, lock: lock}
 	if err := db.open(ctx, cfg); err != nil {
