@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
+	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
 )
@@ -166,8 +168,59 @@ func (ts *toolset) validate(call *Call) (*preparedTool, json.RawMessage, error) 
 	if err := json.Unmarshal([]byte(args), &instance); err != nil {
 		return nil, nil, fmt.Errorf("arguments for %s are not valid JSON: %v", call.Name, err)
 	}
+	if err := uniqueKeys(args); err != nil {
+		return nil, nil, fmt.Errorf("arguments for %s: %v", call.Name, err)
+	}
 	if err := t.resolved.Validate(instance); err != nil {
 		return nil, nil, fmt.Errorf("invalid arguments for %s: %v", call.Name, err)
 	}
 	return t, json.RawMessage(args), nil
+}
+
+// uniqueKeys refuses an object with two equal keys. encoding/json keeps the
+// last, so the gate and the tool would see one value while the human who
+// approves reads the arguments as sent and may stop at the first.
+func uniqueKeys(doc string) error {
+	dec := json.NewDecoder(strings.NewReader(doc))
+	type frame struct {
+		object bool
+		keys   map[string]bool
+		key    bool // the next string token in this object is a key
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err // not reached: the document was parsed already
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if k, ok := tok.(string); ok && top != nil && top.object && top.key {
+			if top.keys[k] {
+				return fmt.Errorf("duplicate key %q", k)
+			}
+			top.keys[k] = true
+			top.key = false
+			continue
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{object: true, keys: map[string]bool{}, key: true})
+			continue
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+		// A value ended: in an object, a key comes next.
+		if len(stack) > 0 && stack[len(stack)-1].object {
+			stack[len(stack)-1].key = true
+		}
+	}
 }
