@@ -130,7 +130,9 @@ func (s *Service) OnCompleted(f Listener) { s.onCompleted.add(f) }
 
 // Create saves a new prompt and starts its loop in the background.
 // Returns ErrBusy if the conversation has a prompt running or waiting,
-// ErrClosed during shutdown.
+// ErrClosed during shutdown. A prompt saved just as Close began is not
+// started: it stays running in the store and the next start's Recover
+// resumes it.
 func (s *Service) Create(ctx context.Context, conversationID, input string) (*Completion, error) {
 	now := s.now()
 	p := &Prompt{
