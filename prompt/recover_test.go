@@ -222,3 +222,28 @@ func TestShutdownDuringASaveLeavesThePromptForTheNextStart(t *testing.T) {
 		})
 	}
 }
+
+func TestMemStoreRefusesAStaleRevisionAsADatabaseDoes(t *testing.T) {
+	// Otherwise the core's tests, which run on MemStore, could not see a
+	// change saved without a higher Rev, which store.DB refuses.
+	ctx := context.Background()
+	m := prompt.NewMemStore()
+	p := &prompt.Prompt{ID: "p1", ConversationID: "c", State: prompt.StateRunning, Rev: 2}
+	if err := m.SavePrompt(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	for _, rev := range []int64{2, 1} {
+		q := p.Clone()
+		q.Rev, q.Input = rev, "overwritten"
+		if err := m.SavePrompt(ctx, q); err == nil {
+			t.Errorf("rev %d saved over rev 2", rev)
+		}
+	}
+	if got, _ := m.Prompt("p1"); got.Input != "" || got.Rev != 2 {
+		t.Fatalf("stored %+v", got)
+	}
+	p.Rev = 3
+	if err := m.SavePrompt(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -63,7 +63,9 @@ type Store interface {
 
 // MemStore is a Store in memory, for tests and for running without a
 // database. It keeps JSON copies, so what it returns shares nothing with
-// what was saved, as with a real database.
+// what was saved, as with a real database, and like one it refuses a
+// save whose Rev is not above the stored one: it would overwrite newer
+// state.
 type MemStore struct {
 	mu        sync.Mutex
 	order     []string            // prompt IDs, oldest first
@@ -87,7 +89,27 @@ func (m *MemStore) SavePrompt(ctx context.Context, p *Prompt) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.checkRev(p); err != nil {
+		return err
+	}
 	m.put(p, b)
+	return nil
+}
+
+func (m *MemStore) checkRev(p *Prompt) error {
+	b, ok := m.data[p.ID]
+	if !ok {
+		return nil
+	}
+	var stored struct {
+		Rev int64 `json:"rev"`
+	}
+	if err := json.Unmarshal(b, &stored); err != nil {
+		return fmt.Errorf("decode prompt %s: %w", p.ID, err)
+	}
+	if p.Rev <= stored.Rev {
+		return fmt.Errorf("save prompt %s: revision %d is not above stored %d", p.ID, p.Rev, stored.Rev)
+	}
 	return nil
 }
 
@@ -127,6 +149,9 @@ func (m *MemStore) DecideApproval(ctx context.Context, p *Prompt, callID string)
 	}
 	if c.Status != CallPending {
 		return fmt.Errorf("decide %s in prompt %s: %w", callID, p.ID, ErrNotPending)
+	}
+	if err := m.checkRev(p); err != nil {
+		return err
 	}
 	m.put(p, b)
 	return nil
