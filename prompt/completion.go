@@ -284,7 +284,7 @@ func (c *Completion) interrupted(ctx context.Context) bool {
 	c.endLocked(StateFailed, "Cancelled by "+by+".")
 	c.saveFinalLocked(ctx)
 	c.mu.Unlock()
-	c.finish(context.WithoutCancel(ctx))
+	c.finish(ctx)
 	return true
 }
 
@@ -576,6 +576,9 @@ func (c *Completion) saveFinalLocked(ctx context.Context) {
 // finish tells everyone that the prompt ended. The service forgets the
 // completion first, so a listener already sees the conversation free.
 func (c *Completion) finish(ctx context.Context) {
+	// The loop's context may be cancelled by now (Cancel, shutdown); the
+	// listeners still have I/O to do for this ending.
+	ctx = context.WithoutCancel(ctx)
 	c.svc.forget(c)
 	c.emitUpdated(ctx)
 	for _, f := range c.onCompleted.snapshot() {

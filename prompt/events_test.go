@@ -2,6 +2,7 @@ package prompt_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"testing"
@@ -124,5 +125,46 @@ func TestAListenerMayDecideAndCancelOnTheLoopsGoroutine(t *testing.T) {
 	}
 	if got := h.rec.got(); len(got) != 1 || got[0] != "test.gated:1" {
 		t.Fatalf("ran %v", got)
+	}
+}
+
+func TestCompletedListenersGetALiveContext(t *testing.T) {
+	// A listener may do I/O with the ctx it is given (send the answer); a
+	// prompt ended just after a Cancel must not hand it a cancelled one.
+	started := make(chan struct{})
+	tools := func(r *recorder) []*prompt.Tool {
+		tool, err := prompt.NewTool("test.slow", "waits", nil, func(ctx context.Context, in echoIn) (string, error) {
+			close(started)
+			<-ctx.Done()
+			return "", ctx.Err()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []*prompt.Tool{tool}
+	}
+	h := newHarness(t, opts{tools: tools, store: func(m *prompt.MemStore) prompt.Store {
+		return &failingStore{Store: m, fail: func(p *prompt.Prompt) error {
+			for _, it := range p.Output {
+				if it.Call != nil && it.Call.Status == prompt.CallDone {
+					return errors.New("disk full")
+				}
+			}
+			return nil
+		}}
+	}}, prompttest.Calls(call("c1", "test.slow", "x")))
+	ctxErr := make(chan error, 1)
+	h.svc.OnCompleted(func(ctx context.Context, _ *prompt.Completion) { ctxErr <- ctx.Err() })
+	c, err := h.svc.Create(context.Background(), "conv-1", "go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	if err := c.Cancel(context.Background(), "alice"); err != nil {
+		t.Fatal(err)
+	}
+	h.wait(c)
+	if err := <-ctxErr; err != nil {
+		t.Fatalf("completed listener got a dead context: %v", err)
 	}
 }
