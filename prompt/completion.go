@@ -398,17 +398,17 @@ func (c *Completion) runCall(ctx context.Context, idx int) bool {
 		return false
 	}
 	if ctx.Err() != nil {
-		// Cancelled while executing was saved: the tool has not started.
-		if c.cancelled() != "" {
-			return c.record(ctx, idx, CallDone, &Result{Type: ResultError, Error: "not run: cancelled"})
-		}
-		// Shutdown: put the call back as it was, so the next start may run
-		// it rather than call its outcome unknown.
+		// Cancelled or shut down while executing was saved: the tool has
+		// not started. Put the call back as it was, so that the next start
+		// may run it rather than call its outcome unknown (shutdown), or
+		// the end records it as not run (Cancel).
 		prev := CallQueued
 		if approved {
 			prev = CallApproved
 		}
-		c.record(ctx, idx, prev, nil)
+		if c.record(ctx, idx, prev, nil) {
+			c.interrupted(ctx)
+		}
 		return false
 	}
 	info := CallInfo{PromptID: c.id, CallID: call.ID, Approved: approved, ApprovedBy: approvedBy}
@@ -484,7 +484,6 @@ func (c *Completion) pause(ctx context.Context, idx int, reason string) {
 		call.Status = CallDone
 		call.Result = &Result{Type: ResultError, Error: "the approval request could not be saved, so it was not asked"}
 		call.Approval.Note = "not asked: the request could not be saved"
-
 		c.failSaveLocked(ctx, err)
 		c.mu.Unlock()
 		c.finish(ctx)
