@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 )
@@ -379,7 +380,7 @@ func (c *Completion) runCall(ctx context.Context, idx int) bool {
 		return c.record(ctx, idx, CallDone, &Result{Type: ResultError, Error: err.Error()})
 	}
 	if !approved && tool.Gate != nil {
-		req, err := tool.Gate(ctx, input)
+		req, err := c.safeGate(ctx, tool, input)
 		if c.interrupted(ctx) {
 			return false
 		}
@@ -412,7 +413,7 @@ func (c *Completion) runCall(ctx context.Context, idx int) bool {
 		return false
 	}
 	info := CallInfo{PromptID: c.id, CallID: call.ID, Approved: approved, ApprovedBy: approvedBy}
-	out, err := tool.Invoke(ContextWithCall(ctx, info), input)
+	out, err := c.safeInvoke(ContextWithCall(ctx, info), tool, input)
 	if ctx.Err() != nil && c.cancelled() == "" {
 		// Shutdown cut the tool short: the stored executing status tells
 		// the next start that the outcome is unknown.
@@ -670,4 +671,24 @@ func ContextWithCall(ctx context.Context, ci CallInfo) context.Context {
 func CallFromContext(ctx context.Context) (CallInfo, bool) {
 	ci, ok := ctx.Value(callKey{}).(CallInfo)
 	return ci, ok
+}
+
+// safeGate and safeInvoke turn a tool's panic into an error result: one
+// buggy tool, or one page that trips a parser, must not take the bot and
+// every pending approval down with it.
+func (c *Completion) safeGate(ctx context.Context, t *preparedTool, input json.RawMessage) (req Requirement, err error) {
+	defer c.recoverTool(t.Name, "gate", &err)
+	return t.Gate(ctx, input)
+}
+
+func (c *Completion) safeInvoke(ctx context.Context, t *preparedTool, input json.RawMessage) (out string, err error) {
+	defer c.recoverTool(t.Name, "invoke", &err)
+	return t.Invoke(ctx, input)
+}
+
+func (c *Completion) recoverTool(name, stage string, err *error) {
+	if r := recover(); r != nil {
+		c.svc.log.Error("tool panicked", "tool", name, "stage", stage, "panic", r, "stack", string(debug.Stack()))
+		*err = fmt.Errorf("the tool %s failed with an internal error", name)
+	}
 }

@@ -948,3 +948,35 @@ func TestExecutingThatCannotBeSavedEndsAsNotRun(t *testing.T) {
 		t.Fatal("tool ran")
 	}
 }
+
+func TestAPanickingToolIsAnErrorResultNotACrash(t *testing.T) {
+	panicky := func(r *recorder) []*prompt.Tool {
+		boom, err := prompt.NewTool("test.boom", "panics", nil, func(context.Context, echoIn) (string, error) {
+			panic("index out of range in a parser")
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		badGate, err := prompt.NewTool("test.badgate", "gate panics",
+			func(context.Context, echoIn) (prompt.Requirement, error) { panic("nil map") },
+			func(context.Context, echoIn) (string, error) { return "ran", nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []*prompt.Tool{boom, badGate}
+	}
+	h := newHarness(t, opts{tools: panicky},
+		prompttest.Calls(call("c1", "test.boom", "x"), call("c2", "test.badgate", "y")),
+		prompttest.Answer("recovered"))
+	c := h.create("go")
+	wantState(t, c, prompt.StateCompleted)
+	res := lastToolResults(h.model)
+	for _, id := range []string{"c1", "c2"} {
+		if !strings.Contains(res[id], "failed with an internal error") {
+			t.Errorf("result %s = %q", id, res[id])
+		}
+	}
+	if len(h.approvals()) != 0 {
+		t.Fatal("a panicking gate asked for approval")
+	}
+}
