@@ -234,7 +234,9 @@ func (h *harness) stop() {
 	}
 }
 
-const wait = 5 * time.Second
+// wait bounds how long a test waits for the bot; generous, since CI runs
+// every package at once under -race on two cores.
+const wait = 15 * time.Second
 
 func hasKeyboard(c telegramtest.Call) bool {
 	return strings.Contains(c.Param("reply_markup"), "inline_keyboard")
