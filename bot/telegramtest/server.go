@@ -460,6 +460,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	call := Call{Method: method, Time: time.Now()}
 	params, files, err := parseParams(r)
 	call.Params, call.Files = params, files
+	// Read the body to its end: only then does net/http watch the
+	// connection and cancel r.Context() when the client goes away, which a
+	// long poll of a killed bot must notice (else Close waits out its
+	// timeout).
+	_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
 	var result any
 	var aerr *apiError
 	switch {
