@@ -980,3 +980,31 @@ func TestAPanickingToolIsAnErrorResultNotACrash(t *testing.T) {
 		t.Fatal("a panicking gate asked for approval")
 	}
 }
+
+// TestStaticGateOnAHandBuiltTool covers the other way to make a tool: a
+// raw-JSON Invoke with the static gate Always and no schema.
+func TestStaticGateOnAHandBuiltTool(t *testing.T) {
+	var ran atomic.Int32
+	raw := &prompt.Tool{
+		Name: "test.raw", Description: "raw",
+		Gate: prompt.Always("static reason"),
+		Invoke: func(_ context.Context, in json.RawMessage) (string, error) {
+			ran.Add(1)
+			return "got " + string(in), nil
+		},
+	}
+	h := newHarness(t, opts{tools: func(*recorder) []*prompt.Tool { return []*prompt.Tool{raw} }},
+		prompttest.Calls(prompttest.Call("c1", "test.raw", `{"any":1}`)), prompttest.Answer("done"))
+	c := h.create("go")
+	reqs := h.approvals()
+	if len(reqs) != 1 || reqs[0].Reason != "static reason" || ran.Load() != 0 {
+		t.Fatalf("requests %+v, ran %d", reqs, ran.Load())
+	}
+	if err := c.Approve(context.Background(), "c1", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	h.wait(c)
+	if got := lastToolResults(h.model)["c1"]; got != `got {"any":1}` || ran.Load() != 1 {
+		t.Fatalf("result %q, ran %d", got, ran.Load())
+	}
+}
