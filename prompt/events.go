@@ -3,6 +3,7 @@ package prompt
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sync"
 	"time"
 )
@@ -22,28 +23,95 @@ type ApprovalRequest struct {
 	Queued []ToolCall
 }
 
-// Listener is told of a change to a completion after it was saved.
-type Listener func(ctx context.Context, c *Completion)
-
-// ApprovalListener is told that a completion waits for a human.
-type ApprovalListener func(ctx context.Context, c *Completion, req ApprovalRequest)
-
-// listeners is a registration-ordered list, safe for concurrent use.
-type listeners[F any] struct {
-	mu  sync.Mutex
-	fns []F
+// Answer is how a prompt ended: its final text, or why it failed.
+type Answer struct {
+	PromptID       string
+	ConversationID string
+	State          State  // completed or failed
+	Text           string // the model's final text, when completed
+	Error          string // why it failed, safe to show the user
 }
 
-func (l *listeners[F]) add(f F) {
+// Activity tells whether the agent is working on a prompt right now (a
+// model turn or a tool), so a chat can show it is busy.
+type Activity struct {
+	PromptID       string
+	ConversationID string
+	Working        bool
+}
+
+// Status is where a conversation's active prompt stands.
+type Status struct {
+	PromptID string
+	State    State
+	// Pending is the request waiting for a human, when State is waiting.
+	Pending *ApprovalRequest
+}
+
+// Created tells about a prompt Create saved.
+type Created struct {
+	PromptID string
+	// Ahead is how many prompts wait for a worker before this one; 0 when
+	// a worker takes it at once.
+	Ahead int
+}
+
+// listeners is a registration-ordered list, safe for concurrent use.
+type listeners[T any] struct {
+	mu  sync.Mutex
+	fns []func(context.Context, T)
+}
+
+func (l *listeners[T]) add(f func(context.Context, T)) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.fns = append(l.fns, f)
 }
 
-// snapshot lets emitters call listeners without holding the lock, so a
-// listener may register another.
-func (l *listeners[F]) snapshot() []F {
+// emit calls the listeners without holding the lock, so a listener may
+// register another.
+func (l *listeners[T]) emit(ctx context.Context, v T) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]F(nil), l.fns...)
+	fns := slices.Clone(l.fns)
+	l.mu.Unlock()
+	for _, f := range fns {
+		f(ctx, v)
+	}
+}
+
+// requestOf builds the request of call idx of p, which must be pending.
+func requestOf(p *Prompt, idx int) ApprovalRequest {
+	call := p.Output[idx].Call
+	req := ApprovalRequest{
+		PromptID:       p.ID,
+		ConversationID: p.ConversationID,
+		ApprovalID:     call.Approval.ID,
+		ToolCallID:     call.ID,
+		ToolName:       call.Name,
+		Input:          json.RawMessage(call.Arguments),
+		Reason:         call.Approval.Reason,
+		RequestedAt:    call.Approval.RequestedAt,
+	}
+	for _, it := range p.Output[idx+1:] {
+		if q := it.Call; q != nil && q.Status == CallQueued {
+			req.Queued = append(req.Queued, ToolCall{ID: q.ID, Name: q.Name, Arguments: q.Arguments})
+		}
+	}
+	return req
+}
+
+// PendingRequest returns the request of the call waiting for a human, if
+// any.
+func (p *Prompt) PendingRequest() (ApprovalRequest, bool) {
+	for i := range p.Output {
+		if c := p.Output[i].Call; c != nil && c.Status == CallPending && c.Approval != nil &&
+			c.Approval.Status == ApprovalPending {
+			return requestOf(p, i), true
+		}
+	}
+	return ApprovalRequest{}, false
+}
+
+func answerOf(p *Prompt) Answer {
+	return Answer{PromptID: p.ID, ConversationID: p.ConversationID, State: p.State, Text: p.FinalText(), Error: p.Error}
 }

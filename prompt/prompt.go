@@ -25,7 +25,7 @@ const (
 	ItemTool ItemType = "tool" // a tool call with its status and result
 )
 
-// CallStatus is the life of one tool call (see DESIGN.md):
+// CallStatus is the life of one tool call (see docs/design.md):
 //
 //	queued ─► executing ─► done
 //	queued ─► pending ─► approved ─► executing ─► done
@@ -44,7 +44,19 @@ const (
 	CallExecuting   CallStatus = "executing"
 	CallDone        CallStatus = "done"
 	CallInterrupted CallStatus = "interrupted"
-	CallExpired     CallStatus = "expired"
+)
+
+// ApprovalStatus is where a human decision stands. Only a decision moves an
+// approval off pending, as a compare-and-set in the store; an approval
+// whose prompt ended without a decision is expired.
+type ApprovalStatus string
+
+// The statuses of an approval.
+const (
+	ApprovalPending  ApprovalStatus = "pending"
+	ApprovalApproved ApprovalStatus = "approved"
+	ApprovalRejected ApprovalStatus = "rejected"
+	ApprovalExpired  ApprovalStatus = "expired"
 )
 
 // ResultType tells the kinds of tool result apart.
@@ -65,16 +77,20 @@ const InterruptedError = "interrupted before a result was recorded: outcome unkn
 // all that is needed to resume, and it round-trips through JSON, so a
 // completion can be rebuilt from storage alone.
 type Prompt struct {
-	ID             string    `json:"id"`
-	ConversationID string    `json:"conversation_id"`
-	State          State     `json:"state"`
-	Input          string    `json:"input"`
-	Output         []Item    `json:"output"`
-	Error          string    `json:"error,omitempty"` // why it failed, safe to show the user
-	Turns          int       `json:"turns"`           // model calls made so far
-	Rev            int64     `json:"rev"`             // bumped on every change
-	CreatedAt      time.Time `json:"created_at"`
-	UpdatedAt      time.Time `json:"updated_at"`
+	ID             string `json:"id"`
+	ConversationID string `json:"conversation_id"`
+	State          State  `json:"state"`
+	Input          string `json:"input"`
+	Output         []Item `json:"output"`
+	Error          string `json:"error,omitempty"` // why it failed, safe to show the user
+	Turns          int    `json:"turns"`           // model calls made so far
+	// CancelledBy is set by Cancel; the next step ends the prompt.
+	CancelledBy string `json:"cancelled_by,omitempty"`
+	// Rev is the stored revision: every save is a compare-and-set from Rev
+	// to Rev+1, so of two writers that loaded the same revision one loses.
+	Rev       int64     `json:"rev"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // Item is one entry of a prompt's ordered output.
@@ -82,10 +98,7 @@ type Item struct {
 	Type ItemType `json:"type"`
 	// Turn is the model turn that produced the item; items of one turn form
 	// one assistant message.
-	Turn int `json:"turn"`
-	// Rev is the prompt revision at which the item last changed, so a store
-	// can write only what changed since its last save.
-	Rev  int64  `json:"rev"`
+	Turn int    `json:"turn"`
 	Text string `json:"text,omitempty"` // ItemText
 	Call *Call  `json:"call,omitempty"` // ItemTool
 }
@@ -106,12 +119,13 @@ type Call struct {
 type Approval struct {
 	// ID is short (16 characters) and random: it travels in chat buttons, so
 	// it must not be guessable and must not reveal the call.
-	ID          string    `json:"id"`
-	Reason      string    `json:"reason"`
-	RequestedAt time.Time `json:"requested_at"`
-	DecidedBy   string    `json:"decided_by,omitempty"`
-	DecidedAt   time.Time `json:"decided_at,omitzero"`
-	Note        string    `json:"note,omitempty"` // the reject reason, or why it ended without a decision
+	ID          string         `json:"id"`
+	Status      ApprovalStatus `json:"status"`
+	Reason      string         `json:"reason"`
+	RequestedAt time.Time      `json:"requested_at"`
+	DecidedBy   string         `json:"decided_by,omitempty"`
+	DecidedAt   time.Time      `json:"decided_at,omitzero"`
+	Note        string         `json:"note,omitempty"` // the reject reason, or why it ended without a decision
 }
 
 // Result is the outcome of a tool call as the model sees it.

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Config configures a Service.
+// Config configures a Service. Zero fields take the defaults named.
 type Config struct {
 	Model Model
 	Store Store
@@ -23,12 +23,22 @@ type Config struct {
 	// HistoryLimit bounds how many earlier prompts of the conversation the
 	// model sees (default 20).
 	HistoryLimit int
-	Logger       *slog.Logger     // default: discard
-	Now          func() time.Time // default: time.Now
+	// Workers bounds how many prompts are advanced at once, and so how
+	// many model requests and tools run at the same time (default 16).
+	// The rest wait in line, in order.
+	Workers int
+	Logger  *slog.Logger     // default: discard
+	Now     func() time.Time // default: time.Now
 }
 
-// Service runs completions and keeps the active ones: those running or
-// waiting for approval. Its methods are safe for concurrent use.
+// DefaultWorkers is the number of prompts advanced at once when
+// Config.Workers is zero.
+const DefaultWorkers = 16
+
+// Service advances prompts by steps, each a compare-and-set on the stored
+// record, with a fixed pool of workers. It keeps no prompt in memory while
+// the prompt waits for a human: decisions go to the store by approval ID.
+// Its methods are safe for concurrent use.
 type Service struct {
 	model        Model
 	store        Store
@@ -36,39 +46,54 @@ type Service struct {
 	system       string
 	maxTurns     int
 	historyLimit int
+	workers      int
 	log          *slog.Logger
 	now          func() time.Time
 
-	// base is the parent of every loop's context; Close cancels it when
+	// base is the parent of every step's context; Close cancels it when
 	// its deadline passes.
 	base     context.Context
 	stopBase context.CancelFunc
 	wg       sync.WaitGroup
 
-	mu        sync.Mutex
-	closing   bool
-	active    map[string]*Completion // by prompt ID
-	byConv    map[string]*Completion // by conversation ID
-	approvals map[string]pendingRef  // by approval ID
+	mu      sync.Mutex
+	wake    *sync.Cond
+	closing bool
+	started bool
+	idle    int
+	queue   []string          // prompt IDs waiting for a worker, in order
+	entries map[string]*entry // prompts queued or being advanced here
 
-	onCreated   listeners[Listener]
-	onCompleted listeners[Listener]
-	onApproval  listeners[ApprovalListener]
+	onApproval listeners[ApprovalRequest]
+	onEnded    listeners[Answer]
+	onActivity listeners[Activity]
 }
 
-type pendingRef struct {
-	c      *Completion
-	callID string
+// entry is a prompt this process has queued or is advancing.
+type entry struct {
+	running bool
+	// again asks the worker to look at the prompt once more when its
+	// current pass ends: something changed it meanwhile.
+	again bool
+	// cancel cuts the running pass short (a user's Cancel).
+	cancel context.CancelCauseFunc
 }
 
-// NewService checks cfg and returns a service. It starts nothing until
-// Create or Recover.
+// errCancelled is the cause of a step context cut by Cancel, as opposed
+// to one cut by shutdown.
+var errCancelled = errors.New("cancelled by the user")
+
+// NewService checks cfg and returns a service. Its workers start with the
+// first prompt to advance.
 func NewService(cfg Config) (*Service, error) {
 	if cfg.Model == nil {
 		return nil, errors.New("new prompt service: no model")
 	}
 	if cfg.Store == nil {
 		return nil, errors.New("new prompt service: no store")
+	}
+	if cfg.Workers < 0 {
+		return nil, fmt.Errorf("new prompt service: %d workers", cfg.Workers)
 	}
 	ts, err := newToolset(cfg.Tools)
 	if err != nil {
@@ -81,17 +106,20 @@ func NewService(cfg Config) (*Service, error) {
 		system:       cfg.System,
 		maxTurns:     cfg.MaxTurns,
 		historyLimit: cfg.HistoryLimit,
+		workers:      cfg.Workers,
 		log:          cfg.Logger,
 		now:          cfg.Now,
-		active:       map[string]*Completion{},
-		byConv:       map[string]*Completion{},
-		approvals:    map[string]pendingRef{},
+		entries:      map[string]*entry{},
 	}
+	s.wake = sync.NewCond(&s.mu)
 	if s.maxTurns <= 0 {
 		s.maxTurns = 10
 	}
 	if s.historyLimit <= 0 {
 		s.historyLimit = 20
+	}
+	if s.workers == 0 {
+		s.workers = DefaultWorkers
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -117,23 +145,31 @@ func (s *Service) Gated() []string {
 	return names
 }
 
-// OnCreated registers f to run after a prompt is created and saved.
-func (s *Service) OnCreated(f Listener) { s.onCreated.add(f) }
+// OnApprovalRequested registers f to run after a call was saved as pending.
+// Requests that were already waiting at a restart come from Recover's
+// Waiting instead.
+func (s *Service) OnApprovalRequested(f func(context.Context, ApprovalRequest)) { s.onApproval.add(f) }
 
-// OnApprovalRequested registers f to run, for every completion, after a
-// call was saved as pending (and again for each by Recover).
-func (s *Service) OnApprovalRequested(f ApprovalListener) { s.onApproval.add(f) }
+// OnEnded registers f to run after a prompt was saved as completed or
+// failed.
+func (s *Service) OnEnded(f func(context.Context, Answer)) { s.onEnded.add(f) }
 
-// OnCompleted registers f to run after any prompt is saved as completed
-// or failed.
-func (s *Service) OnCompleted(f Listener) { s.onCompleted.add(f) }
+// OnActivity registers f to run when a worker starts advancing a running
+// prompt (Working true) and when it stops: the prompt paused, ended, or the
+// service is shutting down.
+func (s *Service) OnActivity(f func(context.Context, Activity)) { s.onActivity.add(f) }
 
-// Create saves a new prompt and starts its loop in the background.
-// Returns ErrBusy if the conversation has a prompt running or waiting,
-// ErrClosed during shutdown. A prompt saved just as Close began is not
-// started: it stays running in the store and the next start's Recover
-// resumes it.
-func (s *Service) Create(ctx context.Context, conversationID, input string) (*Completion, error) {
+// Create saves a new prompt and queues it for a worker. Returns ErrBusy if
+// the conversation has a prompt running or waiting, ErrClosed during
+// shutdown. A prompt saved just as Close began is not started: it stays
+// running in the store and the next start's Recover resumes it.
+func (s *Service) Create(ctx context.Context, conversationID, input string) (Created, error) {
+	s.mu.Lock()
+	closing := s.closing
+	s.mu.Unlock()
+	if closing {
+		return Created{}, fmt.Errorf("create prompt: %w", ErrClosed)
+	}
 	now := s.now()
 	p := &Prompt{
 		ID:             "p_" + randomID(10),
@@ -144,72 +180,53 @@ func (s *Service) Create(ctx context.Context, conversationID, input string) (*Co
 		CreatedAt:      now,
 		UpdatedAt:      now,
 	}
-	s.mu.Lock()
-	if s.closing {
-		s.mu.Unlock()
-		return nil, fmt.Errorf("create prompt: %w", ErrClosed)
+	if err := s.store.CreatePrompt(ctx, p); err != nil {
+		return Created{}, fmt.Errorf("create prompt in %s: %w", conversationID, err)
 	}
-	if _, busy := s.byConv[conversationID]; busy {
-		s.mu.Unlock()
-		return nil, fmt.Errorf("create prompt in %s: %w", conversationID, ErrBusy)
-	}
-	// Registered before the save so a second message cannot slip in.
-	c := newCompletion(s, p, nil)
-	s.active[p.ID], s.byConv[conversationID] = c, c
-	s.mu.Unlock()
+	return Created{PromptID: p.ID, Ahead: s.kick(p.ID)}, nil
+}
 
-	history, err := s.store.History(ctx, conversationID, "", s.historyLimit)
-	if err == nil {
-		c.history = history
-		err = s.store.SavePrompt(ctx, p)
-	}
+// Active returns where the conversation's running or waiting prompt
+// stands, or ErrNotFound if it has none.
+func (s *Service) Active(ctx context.Context, conversationID string) (Status, error) {
+	p, err := s.store.ActivePrompt(ctx, conversationID)
 	if err != nil {
-		s.forget(c)
-		return nil, fmt.Errorf("create prompt in %s: %w", conversationID, err)
+		return Status{}, fmt.Errorf("active prompt of %s: %w", conversationID, err)
 	}
-	for _, f := range s.onCreated.snapshot() {
-		f(ctx, c)
+	st := Status{PromptID: p.ID, State: p.State}
+	if req, ok := p.PendingRequest(); ok && p.State == StateWaiting {
+		st.Pending = &req
 	}
-	c.mu.Lock()
-	c.startLocked()
-	c.mu.Unlock()
-	return c, nil
+	return st, nil
 }
 
-// GetActive returns the completion of a prompt running or waiting, or nil.
-func (s *Service) GetActive(promptID string) *Completion {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.active[promptID]
-}
+// RejectedPrefix starts the result a rejected call gives the model.
+const RejectedPrefix = "Rejected by user"
 
-// ActiveIn returns the completion running or waiting in a conversation,
-// or nil.
-func (s *Service) ActiveIn(conversationID string) *Completion {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.byConv[conversationID]
-}
-
-// Approve decides approval approvalID: see Completion.Approve. Returns
-// ErrNotFound if no approval has that ID, ErrNotPending if it was
-// already decided.
+// Approve records that a human allowed the call of approval approvalID,
+// then queues its prompt to run it. It returns once the decision is saved.
+// Returns ErrNotPending if the approval was already decided, ErrNotFound
+// if there is no such approval.
 func (s *Service) Approve(ctx context.Context, approvalID, by string) error {
-	ref, err := s.lookupApproval(ctx, approvalID)
-	if err != nil {
-		return err
-	}
-	return ref.c.Approve(ctx, ref.callID, by)
+	return s.decide(ctx, approvalID, Decision{Status: ApprovalApproved, By: by, At: s.now()})
 }
 
-// Reject decides approval approvalID: see Completion.Reject. Errors are
-// as for Approve.
+// Reject records that a human refused the call of approval approvalID; the
+// model gets the error result "Rejected by user: <reason>". Errors are as
+// for Approve.
 func (s *Service) Reject(ctx context.Context, approvalID, reason, by string) error {
-	ref, err := s.lookupApproval(ctx, approvalID)
+	return s.decide(ctx, approvalID, Decision{Status: ApprovalRejected, By: by, At: s.now(), Note: reason})
+}
+
+func (s *Service) decide(ctx context.Context, approvalID string, d Decision) error {
+	ref, err := s.store.Decide(ctx, approvalID, d)
 	if err != nil {
-		return err
+		return fmt.Errorf("decide approval %s: %w", approvalID, err)
 	}
-	return ref.c.Reject(ctx, ref.callID, reason, by)
+	s.log.Info("approval decided", "prompt", ref.PromptID, "approval", approvalID, "call", ref.CallID,
+		"status", d.Status, "by", d.By)
+	s.kick(ref.PromptID)
+	return nil
 }
 
 // LookupApproval returns where approval approvalID stands, from the store:
@@ -218,126 +235,52 @@ func (s *Service) LookupApproval(ctx context.Context, approvalID string) (Approv
 	return s.store.FindApproval(ctx, approvalID)
 }
 
-func (s *Service) lookupApproval(ctx context.Context, approvalID string) (pendingRef, error) {
+// Cancel ends prompt promptID at the user's request: a pending call is
+// rejected, queued calls never run, and a running model turn or tool is
+// cancelled through its context. A prompt no worker is advancing is ended
+// before Cancel returns; one a worker advances ends at its next step.
+// Returns ErrNotPending if the prompt has already ended, ErrNotFound if
+// there is no such prompt.
+func (s *Service) Cancel(ctx context.Context, promptID, by string) error {
+	if err := s.store.CancelPrompt(ctx, promptID, by, s.now()); err != nil {
+		return fmt.Errorf("cancel prompt %s: %w", promptID, err)
+	}
+	s.log.Info("prompt cancelled", "prompt", promptID, "by", by)
 	s.mu.Lock()
-	ref, ok := s.approvals[approvalID]
-	s.mu.Unlock()
-	if ok {
-		return ref, nil
-	}
-	found, err := s.store.FindApproval(ctx, approvalID)
-	if err != nil {
-		return pendingRef{}, fmt.Errorf("approval %s: %w", approvalID, err)
-	}
-	if found.Status != CallPending {
-		return pendingRef{}, fmt.Errorf("approval %s: %w", approvalID, ErrNotPending)
-	}
-	// Pending in the store but not active here: Recover has not run.
-	return pendingRef{}, fmt.Errorf("approval %s is not loaded: %w", approvalID, ErrNotFound)
-}
-
-// Recover loads every prompt left running or waiting by an earlier
-// process. Calls found executing become interrupted with an "outcome
-// unknown" error result and are never run again. Waiting prompts emit
-// approval-requested again; running ones resume in the background.
-// Prompts already active in this service are left alone, so a second call
-// never runs a prompt twice; on error nothing is registered and Recover
-// may be called again. It returns how many prompts it recovered.
-func (s *Service) Recover(ctx context.Context) (int, error) {
-	prompts, err := s.store.UnfinishedPrompts(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("recover: %w", err)
-	}
-	var loaded []*Completion
-	for _, p := range prompts {
-		if s.GetActive(p.ID) != nil {
-			// Created or recovered here: its loop owns it, and repair
-			// would take its executing call for a crash.
-			continue
-		}
-		history, err := s.store.History(ctx, p.ConversationID, p.ID, s.historyLimit)
-		if err != nil {
-			return 0, fmt.Errorf("recover prompt %s: %w", p.ID, err)
-		}
-		c := newCompletion(s, p, history)
-		if err := c.repair(ctx); err != nil {
-			return 0, fmt.Errorf("recover prompt %s: %w", p.ID, err)
-		}
-		loaded = append(loaded, c)
-	}
-	// Registered all at once, so a failure above leaves no completion that
-	// nobody announced or runs, holding its conversation busy.
-	var waiting, running []*Completion
-	s.mu.Lock()
-	if s.closing {
+	e := s.entries[promptID]
+	switch {
+	case e != nil && e.running:
+		e.again = true
+		e.cancel(errCancelled)
 		s.mu.Unlock()
-		return 0, fmt.Errorf("recover: %w", ErrClosed)
-	}
-	for _, c := range loaded {
-		if s.active[c.id] != nil {
-			continue // a concurrent Recover took it
-		}
-		s.active[c.id], s.byConv[c.conv] = c, c
-		if c.p.State == StateWaiting {
-			waiting = append(waiting, c)
-		} else {
-			running = append(running, c)
-		}
-	}
-	s.mu.Unlock()
-	for _, c := range waiting {
-		if req, ok := c.PendingRequest(); ok {
-			s.rememberApproval(req.ApprovalID, c, req.ToolCallID)
-			c.emitApproval(ctx, req)
-		}
-	}
-	for _, c := range running {
-		c.mu.Lock()
-		c.startLocked()
-		c.mu.Unlock()
-	}
-	s.log.Info("recovered prompts", "waiting", len(waiting), "running", len(running))
-	return len(waiting) + len(running), nil
-}
-
-// repair makes a prompt loaded after a crash consistent before it runs.
-func (c *Completion) repair(ctx context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var touched []int
-	changed := false
-	for i := range c.p.Output {
-		call := c.p.Output[i].Call
-		if call == nil || call.Status != CallExecuting {
-			continue
-		}
-		call.Status = CallInterrupted
-		call.Result = &Result{Type: ResultError, Error: InterruptedError}
-		if call.Approval != nil {
-			call.Approval.Note = InterruptedError
-		}
-		touched = append(touched, i)
-		changed = true
-	}
-	if c.p.State == StateWaiting && c.findPending() < 0 {
-		// Waiting with nothing to decide cannot resume by a press.
-		c.p.State = StateRunning
-		changed = true
-	}
-	if !changed {
 		return nil
+	case e != nil:
+		// Queued: end it here rather than behind every other prompt.
+		s.dequeueLocked(promptID)
 	}
-	c.touch(touched...)
-	return c.svc.store.SavePrompt(ctx, c.p)
+	e = &entry{running: true, cancel: func(error) {}}
+	s.entries[promptID] = e
+	s.mu.Unlock()
+	s.endCancelled(ctx, promptID)
+	s.mu.Lock()
+	again := e.again
+	delete(s.entries, promptID)
+	s.mu.Unlock()
+	if again {
+		s.kick(promptID)
+	}
+	return nil
 }
 
-// Close stops taking work and waits for running loops to pause or end;
-// prompts waiting for approval stay as saved. When ctx ends first, the
-// loops are cancelled (their state stays as last saved, for the next
-// start) and Close returns ctx's error without waiting further.
+// Close stops taking work and waits for the prompts being advanced to
+// pause or end; prompts waiting for approval or for a worker stay as
+// saved, for the next start. When ctx ends first, the steps under way are
+// cancelled (their state stays as last saved) and Close returns ctx's
+// error without waiting further.
 func (s *Service) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing = true
+	s.wake.Broadcast()
 	s.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
@@ -352,35 +295,6 @@ func (s *Service) Close(ctx context.Context) error {
 		s.stopBase()
 		return fmt.Errorf("close prompt service: %w", ctx.Err())
 	}
-}
-
-func (s *Service) forget(c *Completion) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.active, c.id)
-	if s.byConv[c.conv] == c {
-		delete(s.byConv, c.conv)
-	}
-	for id, ref := range s.approvals {
-		if ref.c == c {
-			delete(s.approvals, id)
-		}
-	}
-}
-
-func (s *Service) rememberApproval(id string, c *Completion, callID string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.approvals[id] = pendingRef{c: c, callID: callID}
-}
-
-func (s *Service) forgetApproval(id string) {
-	if id == "" {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.approvals, id)
 }
 
 var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)

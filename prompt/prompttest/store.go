@@ -1,0 +1,296 @@
+package prompttest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"tollgate/prompt"
+)
+
+// Store is a prompt.Store in memory with the semantics of the SQLite one:
+// saves are compare-and-sets on the revision, decisions compare-and-sets
+// on the approval, one unfinished prompt per conversation, approvals kept
+// apart from the items. What it returns shares nothing with what it keeps.
+// Safe for concurrent use.
+type Store struct {
+	mu        sync.Mutex
+	seq       int64
+	prompts   map[string]*stored
+	order     []string             // prompt IDs, oldest first
+	approvals map[string]*approval // by approval ID
+	byCall    map[[2]string]string // prompt ID, call ID → approval ID
+}
+
+type stored struct {
+	seq int64
+	p   *prompt.Prompt // items without approvals
+}
+
+type approval struct {
+	promptID, callID string
+	a                prompt.Approval
+}
+
+var _ prompt.Store = (*Store)(nil)
+
+// NewStore returns an empty Store.
+func NewStore() *Store {
+	return &Store{prompts: map[string]*stored{}, approvals: map[string]*approval{}, byCall: map[[2]string]string{}}
+}
+
+// CreatePrompt implements prompt.Store.
+func (m *Store) CreatePrompt(_ context.Context, p *prompt.Prompt) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.prompts[p.ID]; ok {
+		return fmt.Errorf("create prompt %s: exists", p.ID)
+	}
+	if m.activeLocked(p.ConversationID) != nil {
+		return fmt.Errorf("create prompt in %s: %w", p.ConversationID, prompt.ErrBusy)
+	}
+	m.seq++
+	m.prompts[p.ID] = &stored{seq: m.seq}
+	m.order = append(m.order, p.ID)
+	all := make([]int, len(p.Output))
+	for i := range all {
+		all[i] = i
+	}
+	return m.putLocked(p, all)
+}
+
+func (m *Store) activeLocked(conv string) *stored {
+	for _, id := range m.order {
+		s := m.prompts[id]
+		if s.p != nil && s.p.ConversationID == conv && !s.p.State.Final() {
+			return s
+		}
+	}
+	return nil
+}
+
+// putLocked keeps p and writes the approvals of the changed items.
+func (m *Store) putLocked(p *prompt.Prompt, changed []int) error {
+	for _, i := range changed {
+		if i < 0 || i >= len(p.Output) {
+			return fmt.Errorf("save prompt %s: no item %d", p.ID, i)
+		}
+		c := p.Output[i].Call
+		if c == nil || c.Approval == nil {
+			continue
+		}
+		a, ok := m.approvals[c.Approval.ID]
+		switch {
+		case !ok:
+			if c.Approval.Status != prompt.ApprovalPending {
+				return fmt.Errorf("save approval %s: a new approval must be pending", c.Approval.ID)
+			}
+			m.approvals[c.Approval.ID] = &approval{promptID: p.ID, callID: c.ID, a: *c.Approval}
+			m.byCall[[2]string{p.ID, c.ID}] = c.Approval.ID
+		case a.promptID != p.ID || a.callID != c.ID:
+			return fmt.Errorf("save approval %s: it belongs to another call", c.Approval.ID)
+		default:
+			a.a.Note = c.Approval.Note
+			if a.a.Status == prompt.ApprovalPending && c.Approval.Status == prompt.ApprovalExpired {
+				a.a.Status = prompt.ApprovalExpired
+			}
+		}
+	}
+	q := p.Clone()
+	for i := range q.Output {
+		if q.Output[i].Call != nil {
+			q.Output[i].Call.Approval = nil
+		}
+	}
+	m.prompts[p.ID].p = q
+	return nil
+}
+
+// LoadPrompt implements prompt.Store.
+func (m *Store) LoadPrompt(_ context.Context, id string) (*prompt.Prompt, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.loadLocked(id)
+}
+
+func (m *Store) loadLocked(id string) (*prompt.Prompt, error) {
+	s, ok := m.prompts[id]
+	if !ok || s.p == nil {
+		return nil, fmt.Errorf("prompt %s: %w", id, prompt.ErrNotFound)
+	}
+	p := s.p.Clone()
+	for i := range p.Output {
+		if c := p.Output[i].Call; c != nil {
+			if aid, ok := m.byCall[[2]string{p.ID, c.ID}]; ok {
+				a := m.approvals[aid].a
+				c.Approval = &a
+			}
+		}
+	}
+	return p, nil
+}
+
+// ActivePrompt implements prompt.Store.
+func (m *Store) ActivePrompt(_ context.Context, conv string) (*prompt.Prompt, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.activeLocked(conv)
+	if s == nil {
+		return nil, fmt.Errorf("active prompt of %s: %w", conv, prompt.ErrNotFound)
+	}
+	return m.loadLocked(s.p.ID)
+}
+
+// SavePrompt implements prompt.Store.
+func (m *Store) SavePrompt(_ context.Context, p *prompt.Prompt, changed []int) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.prompts[p.ID]
+	if !ok {
+		return fmt.Errorf("save prompt %s: %w", p.ID, prompt.ErrNotFound)
+	}
+	if s.p.Rev != p.Rev-1 {
+		return fmt.Errorf("save prompt %s at revision %d over %d: %w", p.ID, p.Rev, s.p.Rev, prompt.ErrConflict)
+	}
+	return m.putLocked(p, changed)
+}
+
+// Decide implements prompt.Store.
+func (m *Store) Decide(_ context.Context, id string, d prompt.Decision) (prompt.ApprovalRef, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	a, ok := m.approvals[id]
+	if !ok {
+		return prompt.ApprovalRef{}, fmt.Errorf("approval %s: %w", id, prompt.ErrNotFound)
+	}
+	if a.a.Status != prompt.ApprovalPending {
+		return m.refLocked(id), fmt.Errorf("approval %s is %s: %w", id, a.a.Status, prompt.ErrNotPending)
+	}
+	a.a.Status, a.a.DecidedBy, a.a.DecidedAt, a.a.Note = d.Status, d.By, d.At.UTC(), d.Note
+	s := m.prompts[a.promptID]
+	s.p.State = prompt.StateRunning
+	s.p.Rev++
+	return m.refLocked(id), nil
+}
+
+// CancelPrompt implements prompt.Store.
+func (m *Store) CancelPrompt(_ context.Context, id, by string, at time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.prompts[id]
+	if !ok {
+		return fmt.Errorf("cancel prompt %s: %w", id, prompt.ErrNotFound)
+	}
+	if s.p.State.Final() {
+		return fmt.Errorf("cancel prompt %s: %w", id, prompt.ErrNotPending)
+	}
+	for _, a := range m.approvals {
+		if a.promptID == id && a.a.Status == prompt.ApprovalPending {
+			a.a.Status, a.a.DecidedBy, a.a.DecidedAt, a.a.Note = prompt.ApprovalRejected, by, at.UTC(), "cancelled"
+		}
+	}
+	s.p.CancelledBy = by
+	s.p.State = prompt.StateRunning
+	s.p.Rev++
+	return nil
+}
+
+func (m *Store) refLocked(id string) prompt.ApprovalRef {
+	a := m.approvals[id]
+	return prompt.ApprovalRef{ID: id, PromptID: a.promptID, ConversationID: m.prompts[a.promptID].p.ConversationID,
+		CallID: a.callID, Status: a.a.Status, DecidedBy: a.a.DecidedBy, DecidedAt: a.a.DecidedAt, Note: a.a.Note}
+}
+
+// RunningPrompts implements prompt.Store.
+func (m *Store) RunningPrompts(_ context.Context, cur prompt.Cursor, limit int) ([]string, prompt.Cursor, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var ids []string
+	cur = m.pageLocked(cur, limit, prompt.StateRunning, func(s *stored) { ids = append(ids, s.p.ID) })
+	return ids, cur, nil
+}
+
+// WaitingPrompts implements prompt.Store.
+func (m *Store) WaitingPrompts(_ context.Context, cur prompt.Cursor, limit int) ([]*prompt.Prompt, prompt.Cursor, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var ps []*prompt.Prompt
+	var err error
+	cur = m.pageLocked(cur, limit, prompt.StateWaiting, func(s *stored) {
+		p, lerr := m.loadLocked(s.p.ID)
+		if lerr != nil {
+			err = lerr
+		}
+		ps = append(ps, p)
+	})
+	return ps, cur, err
+}
+
+func (m *Store) pageLocked(cur prompt.Cursor, limit int, state prompt.State, f func(*stored)) prompt.Cursor {
+	if cur.Bound == 0 {
+		cur.Bound = m.seq
+	}
+	n := 0
+	for _, id := range m.order {
+		s := m.prompts[id]
+		if s.seq <= cur.After || s.seq > cur.Bound || s.p.State != state {
+			continue
+		}
+		if n == limit {
+			break
+		}
+		f(s)
+		cur.After = s.seq
+		n++
+	}
+	return cur
+}
+
+// History implements prompt.Store.
+func (m *Store) History(_ context.Context, conv, beforeID string, limit int) ([]*prompt.Prompt, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var ids []string
+	for _, id := range m.order {
+		if m.prompts[id].p.ConversationID == conv {
+			ids = append(ids, id)
+		}
+	}
+	if beforeID != "" {
+		i := slices.Index(ids, beforeID)
+		if i < 0 {
+			return nil, fmt.Errorf("history before %s: %w", beforeID, prompt.ErrNotFound)
+		}
+		ids = ids[:i]
+	}
+	var out []*prompt.Prompt
+	for i := len(ids) - 1; i >= 0 && len(out) < limit; i-- {
+		p, err := m.loadLocked(ids[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	slices.Reverse(out)
+	return out, nil
+}
+
+// FindApproval implements prompt.Store.
+func (m *Store) FindApproval(_ context.Context, id string) (prompt.ApprovalRef, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.approvals[id]; !ok {
+		return prompt.ApprovalRef{}, fmt.Errorf("approval %s: %w", id, prompt.ErrNotFound)
+	}
+	return m.refLocked(id), nil
+}
+
+// Prompt returns a copy of the stored prompt id, or ErrNotFound: tests read
+// what was saved with it.
+func (m *Store) Prompt(id string) (*prompt.Prompt, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.loadLocked(id)
+}
