@@ -16,17 +16,10 @@ func (db *DB) UnansweredPrompts(ctx context.Context, limit int) ([]*prompt.Promp
 	if limit <= 0 {
 		return nil, nil
 	}
-	rows, err := db.reader.QueryContext(ctx, `SELECT `+promptColumns+`
-		FROM (SELECT * FROM prompts q
-		      WHERE q.state IN ('completed', 'failed')
-		        AND NOT EXISTS (SELECT 1 FROM answers a WHERE a.prompt_id = q.id)
-		      ORDER BY q.seq LIMIT ?) p
-		LEFT JOIN prompt_items i ON i.prompt_id = p.id
-		ORDER BY p.seq, i.seq`, limit)
-	if err != nil {
-		return nil, fmt.Errorf("unanswered prompts: %w", err)
-	}
-	ps, err := scanPrompts(rows)
+	ps, _, err := scanPrompts(db.reader.QueryContext(ctx, promptSelect(`SELECT * FROM prompts q
+		WHERE q.state IN ('completed', 'failed')
+		  AND NOT EXISTS (SELECT 1 FROM answers a WHERE a.prompt_id = q.id)
+		ORDER BY q.seq LIMIT ?`), limit))
 	if err != nil {
 		return nil, fmt.Errorf("unanswered prompts: %w", err)
 	}

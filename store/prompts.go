@@ -7,77 +7,84 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"tollgate/prompt"
 )
 
 var _ prompt.Store = (*DB)(nil)
 
-// SavePrompt implements prompt.Store. It writes the prompt row and only the
-// output items whose Rev is above the stored revision, so a save costs the
-// same whatever the prompt's length. It returns ErrStaleRevision if p.Rev is
-// not above the stored revision.
-func (db *DB) SavePrompt(ctx context.Context, p *prompt.Prompt) error {
+// CreatePrompt implements prompt.Store. The database keeps one unfinished
+// prompt per conversation (a unique partial index), so two processes, or
+// two messages at once, cannot both start one.
+func (db *DB) CreatePrompt(ctx context.Context, p *prompt.Prompt) error {
 	if err := checkPrompt(p); err != nil {
-		return fmt.Errorf("save prompt: %w", err)
+		return fmt.Errorf("create prompt: %w", err)
 	}
-	err := db.write(ctx, func(tx *sql.Tx) error { return db.savePrompt(ctx, tx, p) })
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.StmtContext(ctx, db.stmt.insertPrompt).ExecContext(ctx,
+			p.ID, p.ConversationID, string(p.State), p.Input, p.Error, p.Turns, p.CancelledBy, p.Rev,
+			formatTime(p.CreatedAt), formatTime(p.UpdatedAt))
+		if isUnique(err, "prompts.conversation_id") {
+			return prompt.ErrBusy
+		}
+		if err != nil {
+			return fmt.Errorf("insert prompt: %w", err)
+		}
+		all := make([]int, len(p.Output))
+		for i := range all {
+			all[i] = i
+		}
+		return db.saveItems(ctx, tx, p, all)
+	})
 	if err != nil {
-		return fmt.Errorf("save prompt %s: %w", p.ID, err)
+		return fmt.Errorf("create prompt %s in %s: %w", p.ID, p.ConversationID, err)
 	}
 	return nil
 }
 
-// DecideApproval implements prompt.Store: the compare-and-set on the
-// approval's status and the save of p commit together or not at all.
-// Returns prompt.ErrNotPending if the approval was already decided,
-// prompt.ErrUnknownCall if p has no such call or the store no such
-// approval.
-func (db *DB) DecideApproval(ctx context.Context, p *prompt.Prompt, callID string) error {
+// isUnique reports whether err is a unique-constraint failure on the given
+// "table.column".
+func isUnique(err error, column string) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE &&
+		strings.Contains(se.Error(), column)
+}
+
+// SavePrompt implements prompt.Store: one transaction updates the prompt
+// row if it is still at revision p.Rev-1, then the changed items and their
+// approvals. Its cost depends on what changed, not on the prompt's length.
+func (db *DB) SavePrompt(ctx context.Context, p *prompt.Prompt, changed []int) error {
 	if err := checkPrompt(p); err != nil {
-		return fmt.Errorf("decide %s: %w", callID, err)
+		return fmt.Errorf("save prompt: %w", err)
 	}
-	var call *prompt.Call
-	for _, it := range p.Output {
-		if it.Call != nil && it.Call.ID == callID {
-			call = it.Call
-		}
-	}
-	switch {
-	case call == nil:
-		return fmt.Errorf("decide %s in prompt %s: %w", callID, p.ID, prompt.ErrUnknownCall)
-	case call.Approval == nil:
-		return fmt.Errorf("decide %s in prompt %s: no approval asked: %w", callID, p.ID, prompt.ErrNotPending)
-	case call.Status == prompt.CallPending:
-		return fmt.Errorf("decide %s in prompt %s: the call is still pending in the given prompt", callID, p.ID)
-	}
-	a := call.Approval
 	err := db.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.StmtContext(ctx, db.stmt.decide).ExecContext(ctx,
-			string(call.Status), a.DecidedBy, nullTime(a.DecidedAt), a.Note, formatTime(db.now()),
-			a.ID, p.ID, call.ID)
+		res, err := tx.StmtContext(ctx, db.stmt.updatePrompt).ExecContext(ctx,
+			string(p.State), p.Error, p.Turns, p.Rev, formatTime(p.UpdatedAt), p.ID, p.Rev-1)
 		if err != nil {
-			return fmt.Errorf("update approval %s: %w", a.ID, err)
+			return fmt.Errorf("update prompt: %w", err)
 		}
 		if n, err := res.RowsAffected(); err != nil {
 			return err
 		} else if n == 0 {
-			var status string
-			err := tx.QueryRowContext(ctx, `SELECT status FROM approvals WHERE id = ? AND prompt_id = ? AND tool_call_id = ?`,
-				a.ID, p.ID, call.ID).Scan(&status)
+			var rev int64
+			err := tx.StmtContext(ctx, db.stmt.rev).QueryRowContext(ctx, p.ID).Scan(&rev)
 			if errors.Is(err, sql.ErrNoRows) {
-				return fmt.Errorf("approval %s: %w", a.ID, prompt.ErrUnknownCall)
+				return prompt.ErrNotFound
 			}
 			if err != nil {
-				return err
+				return fmt.Errorf("read revision: %w", err)
 			}
-			return fmt.Errorf("approval %s is %s: %w", a.ID, status, prompt.ErrNotPending)
+			return fmt.Errorf("revision %d is not above stored %d by one: %w", p.Rev, rev, prompt.ErrConflict)
 		}
-		return db.savePrompt(ctx, tx, p)
+		return db.saveItems(ctx, tx, p, changed)
 	})
 	if err != nil {
-		return fmt.Errorf("decide %s in prompt %s: %w", callID, p.ID, err)
+		return fmt.Errorf("save prompt %s: %w", p.ID, err)
 	}
 	return nil
 }
@@ -92,45 +99,32 @@ func checkPrompt(p *prompt.Prompt) error {
 	return nil
 }
 
-// savePrompt writes p within tx: the prompt row, then the items and
-// approvals that changed after the stored revision.
-func (db *DB) savePrompt(ctx context.Context, tx *sql.Tx, p *prompt.Prompt) error {
-	stored := int64(math.MinInt64) // a new prompt: every item is written
-	err := tx.StmtContext(ctx, db.stmt.rev).QueryRowContext(ctx, p.ID).Scan(&stored)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		_, err = tx.StmtContext(ctx, db.stmt.insertPrompt).ExecContext(ctx,
-			p.ID, p.ConversationID, string(p.State), p.Input, p.Error, p.Turns, p.Rev,
-			formatTime(p.CreatedAt), formatTime(p.UpdatedAt))
-		if err != nil {
-			return fmt.Errorf("insert prompt: %w", err)
-		}
-	case err != nil:
-		return fmt.Errorf("read revision: %w", err)
-	case p.Rev <= stored:
-		return fmt.Errorf("revision %d is not above stored %d: %w", p.Rev, stored, ErrStaleRevision)
-	default:
-		_, err = tx.StmtContext(ctx, db.stmt.updatePrompt).ExecContext(ctx,
-			string(p.State), p.Error, p.Turns, p.Rev, formatTime(p.UpdatedAt), p.ID)
-		if err != nil {
-			return fmt.Errorf("update prompt: %w", err)
-		}
-	}
+// saveItems writes the items of p at the indexes in changed, and their
+// calls' approvals.
+func (db *DB) saveItems(ctx context.Context, tx *sql.Tx, p *prompt.Prompt, changed []int) error {
 	now := formatTime(db.now())
-	for i, it := range p.Output {
-		if it.Rev <= stored {
-			continue
+	for _, i := range changed {
+		if i < 0 || i >= len(p.Output) {
+			return fmt.Errorf("no item %d of %d", i, len(p.Output))
+		}
+		it := p.Output[i]
+		var callID any
+		if c := it.Call; c != nil {
+			callID = c.ID
+			// The approval lives in its own row, once.
+			call := *c
+			call.Approval = nil
+			it.Call = &call
 		}
 		body, err := json.Marshal(it)
 		if err != nil {
 			return fmt.Errorf("encode item %d: %w", i, err)
 		}
-		_, err = tx.StmtContext(ctx, db.stmt.saveItem).ExecContext(ctx,
-			p.ID, i, string(it.Type), it.Turn, it.Rev, string(body))
+		_, err = tx.StmtContext(ctx, db.stmt.saveItem).ExecContext(ctx, p.ID, i, string(it.Type), it.Turn, callID, string(body))
 		if err != nil {
 			return fmt.Errorf("save item %d: %w", i, err)
 		}
-		if c := it.Call; c != nil && c.Approval != nil {
+		if c := p.Output[i].Call; c != nil && c.Approval != nil {
 			if err := db.saveApproval(ctx, tx, p.ID, c, now); err != nil {
 				return err
 			}
@@ -139,25 +133,98 @@ func (db *DB) savePrompt(ctx context.Context, tx *sql.Tx, p *prompt.Prompt) erro
 	return nil
 }
 
-// saveApproval inserts the approval of call c, or brings its row up to the
-// call's status. It refuses what would falsify the audit trail: an
-// approval ID that belongs to another call, and a decision on a pending
-// approval, which only DecideApproval's compare-and-set may record.
+// saveApproval inserts the approval of call c as pending, or changes what a
+// step may change of a stored one: its note, and pending to expired when
+// the prompt ended without a decision. A decision is only ever written by
+// Decide and CancelPrompt, as a compare-and-set.
 func (db *DB) saveApproval(ctx context.Context, tx *sql.Tx, promptID string, c *prompt.Call, now string) error {
 	a := c.Approval
 	if a.ID == "" {
 		return fmt.Errorf("call %s: approval without ID", c.ID)
 	}
-	res, err := tx.StmtContext(ctx, db.stmt.saveApproval).ExecContext(ctx,
-		a.ID, promptID, c.ID, c.Name, c.Arguments, a.Reason, string(c.Status), formatTime(a.RequestedAt),
-		a.DecidedBy, nullTime(a.DecidedAt), a.Note, now, now)
+	res, err := tx.StmtContext(ctx, db.stmt.updateApproval).ExecContext(ctx,
+		a.Note, string(a.Status), now, a.ID, promptID, c.ID)
 	if err != nil {
-		return fmt.Errorf("save approval %s: %w", a.ID, err)
+		return fmt.Errorf("update approval %s: %w", a.ID, err)
 	}
 	if n, err := res.RowsAffected(); err != nil {
 		return err
-	} else if n == 0 {
-		return fmt.Errorf("save approval %s: it belongs to another call, or is pending and can only be decided by DecideApproval", a.ID)
+	} else if n > 0 {
+		return nil
+	}
+	if a.Status != prompt.ApprovalPending {
+		return fmt.Errorf("save approval %s: a new approval must be pending, not %s", a.ID, a.Status)
+	}
+	_, err = tx.StmtContext(ctx, db.stmt.insertApproval).ExecContext(ctx,
+		a.ID, promptID, c.ID, c.Name, c.Arguments, a.Reason, formatTime(a.RequestedAt), a.Note, now, now)
+	if isUnique(err, "approvals.") {
+		return fmt.Errorf("save approval %s: the ID belongs to another call", a.ID)
+	}
+	if err != nil {
+		return fmt.Errorf("insert approval %s: %w", a.ID, err)
+	}
+	return nil
+}
+
+// Decide implements prompt.Store.
+func (db *DB) Decide(ctx context.Context, id string, d prompt.Decision) (prompt.ApprovalRef, error) {
+	switch d.Status {
+	case prompt.ApprovalApproved, prompt.ApprovalRejected, prompt.ApprovalExpired:
+	default:
+		return prompt.ApprovalRef{}, fmt.Errorf("decide approval %s: %q is not a decision", id, d.Status)
+	}
+	var ref prompt.ApprovalRef
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		now := formatTime(db.now())
+		res, err := tx.StmtContext(ctx, db.stmt.decide).ExecContext(ctx,
+			string(d.Status), d.By, nullTime(d.At), d.Note, now, id)
+		if err != nil {
+			return fmt.Errorf("update approval: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if ref, err = findApproval(ctx, tx.StmtContext(ctx, db.stmt.findApprovalW), id); err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("it is %s: %w", ref.Status, prompt.ErrNotPending)
+		}
+		_, err = tx.StmtContext(ctx, db.stmt.resume).ExecContext(ctx, now, ref.PromptID)
+		return err
+	})
+	if err != nil {
+		return ref, fmt.Errorf("decide approval %s: %w", id, err)
+	}
+	return ref, nil
+}
+
+// CancelPrompt implements prompt.Store.
+func (db *DB) CancelPrompt(ctx context.Context, id, by string, at time.Time) error {
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.StmtContext(ctx, db.stmt.cancel).ExecContext(ctx, by, formatTime(at), id)
+		if err != nil {
+			return fmt.Errorf("update prompt: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			var rev int64
+			err := tx.StmtContext(ctx, db.stmt.rev).QueryRowContext(ctx, id).Scan(&rev)
+			if errors.Is(err, sql.ErrNoRows) {
+				return prompt.ErrNotFound
+			}
+			if err != nil {
+				return err
+			}
+			return fmt.Errorf("it has ended: %w", prompt.ErrNotPending)
+		}
+		_, err = tx.StmtContext(ctx, db.stmt.cancelApproval).ExecContext(ctx, by, formatTime(at), formatTime(db.now()), id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("cancel prompt %s: %w", id, err)
 	}
 	return nil
 }
@@ -169,18 +236,79 @@ func nullTime(t time.Time) any {
 	return formatTime(t)
 }
 
-// UnfinishedPrompts implements prompt.Store: every prompt running or
-// waiting for approval, oldest first, in one read.
-func (db *DB) UnfinishedPrompts(ctx context.Context) ([]*prompt.Prompt, error) {
-	rows, err := db.stmt.unfinished.QueryContext(ctx)
+// LoadPrompt implements prompt.Store, in one statement and so from one
+// snapshot.
+func (db *DB) LoadPrompt(ctx context.Context, id string) (*prompt.Prompt, error) {
+	ps, _, err := scanPrompts(db.stmt.load.QueryContext(ctx, id))
 	if err != nil {
-		return nil, fmt.Errorf("unfinished prompts: %w", err)
+		return nil, fmt.Errorf("load prompt %s: %w", id, err)
 	}
-	ps, err := scanPrompts(rows)
+	if len(ps) == 0 {
+		return nil, fmt.Errorf("load prompt %s: %w", id, prompt.ErrNotFound)
+	}
+	return ps[0], nil
+}
+
+// ActivePrompt implements prompt.Store.
+func (db *DB) ActivePrompt(ctx context.Context, conversationID string) (*prompt.Prompt, error) {
+	ps, _, err := scanPrompts(db.stmt.active.QueryContext(ctx, conversationID))
 	if err != nil {
-		return nil, fmt.Errorf("unfinished prompts: %w", err)
+		return nil, fmt.Errorf("active prompt of %s: %w", conversationID, err)
 	}
-	return ps, nil
+	if len(ps) == 0 {
+		return nil, fmt.Errorf("active prompt of %s: %w", conversationID, prompt.ErrNotFound)
+	}
+	return ps[0], nil
+}
+
+// bound fills in the end of a listing at its first page.
+func (db *DB) bound(ctx context.Context, cur prompt.Cursor) (prompt.Cursor, error) {
+	if cur.Bound != 0 {
+		return cur, nil
+	}
+	err := db.stmt.maxSeq.QueryRowContext(ctx).Scan(&cur.Bound)
+	return cur, err
+}
+
+// RunningPrompts implements prompt.Store.
+func (db *DB) RunningPrompts(ctx context.Context, cur prompt.Cursor, limit int) ([]string, prompt.Cursor, error) {
+	cur, err := db.bound(ctx, cur)
+	if err != nil {
+		return nil, cur, fmt.Errorf("running prompts: %w", err)
+	}
+	rows, err := db.stmt.running.QueryContext(ctx, cur.After, cur.Bound, limit)
+	if err != nil {
+		return nil, cur, fmt.Errorf("running prompts: %w", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id, &cur.After); err != nil {
+			return nil, cur, fmt.Errorf("running prompts: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, cur, fmt.Errorf("running prompts: %w", err)
+	}
+	return ids, cur, nil
+}
+
+// WaitingPrompts implements prompt.Store: one page in one statement.
+func (db *DB) WaitingPrompts(ctx context.Context, cur prompt.Cursor, limit int) ([]*prompt.Prompt, prompt.Cursor, error) {
+	cur, err := db.bound(ctx, cur)
+	if err != nil {
+		return nil, cur, fmt.Errorf("waiting prompts: %w", err)
+	}
+	ps, last, err := scanPrompts(db.stmt.waiting.QueryContext(ctx, cur.After, cur.Bound, limit))
+	if err != nil {
+		return nil, cur, fmt.Errorf("waiting prompts: %w", err)
+	}
+	if last > 0 {
+		cur.After = last
+	}
+	return ps, cur, nil
 }
 
 // History implements prompt.Store. "Before" is in the order prompts were
@@ -202,11 +330,7 @@ func (db *DB) History(ctx context.Context, conversationID, beforeID string, limi
 			return nil, fmt.Errorf("history of %s: %w", conversationID, err)
 		}
 	}
-	rows, err := db.stmt.history.QueryContext(ctx, conversationID, bound, limit)
-	if err != nil {
-		return nil, fmt.Errorf("history of %s: %w", conversationID, err)
-	}
-	ps, err := scanPrompts(rows)
+	ps, _, err := scanPrompts(db.stmt.history.QueryContext(ctx, conversationID, bound, limit))
 	if err != nil {
 		return nil, fmt.Errorf("history of %s: %w", conversationID, err)
 	}
@@ -215,20 +339,24 @@ func (db *DB) History(ctx context.Context, conversationID, beforeID string, limi
 
 // FindApproval implements prompt.Store.
 func (db *DB) FindApproval(ctx context.Context, approvalID string) (prompt.ApprovalRef, error) {
+	return findApproval(ctx, db.stmt.findApproval, approvalID)
+}
+
+func findApproval(ctx context.Context, st *sql.Stmt, approvalID string) (prompt.ApprovalRef, error) {
 	ref := prompt.ApprovalRef{ID: approvalID}
 	var (
 		status    string
 		decidedAt sql.NullString
 	)
-	err := db.stmt.findApproval.QueryRowContext(ctx, approvalID).Scan(&ref.PromptID, &ref.ConversationID,
-		&ref.CallID, &status, &ref.DecidedBy, &decidedAt)
+	err := st.QueryRowContext(ctx, approvalID).Scan(&ref.PromptID, &ref.ConversationID,
+		&ref.CallID, &status, &ref.DecidedBy, &decidedAt, &ref.Note)
 	if errors.Is(err, sql.ErrNoRows) {
 		return prompt.ApprovalRef{}, fmt.Errorf("approval %s: %w", approvalID, prompt.ErrNotFound)
 	}
 	if err != nil {
 		return prompt.ApprovalRef{}, fmt.Errorf("approval %s: %w", approvalID, err)
 	}
-	ref.Status = prompt.CallStatus(status)
+	ref.Status = prompt.ApprovalStatus(status)
 	if decidedAt.Valid && decidedAt.String != "" {
 		if ref.DecidedAt, err = parseTime(decidedAt.String); err != nil {
 			return prompt.ApprovalRef{}, fmt.Errorf("approval %s: decided_at: %w", approvalID, err)
@@ -237,35 +365,42 @@ func (db *DB) FindApproval(ctx context.Context, approvalID string) (prompt.Appro
 	return ref, nil
 }
 
-// scanPrompts reads rows of promptColumns, one per item (or one with a NULL
-// body for a prompt without items), ordered by prompt then item.
-func scanPrompts(rows *sql.Rows) ([]*prompt.Prompt, error) {
+// scanPrompts reads rows of promptColumns, one per item (or one with NULL
+// item columns for a prompt without items), ordered by prompt then item.
+// It returns the prompts and the seq of the last one.
+func scanPrompts(rows *sql.Rows, err error) ([]*prompt.Prompt, int64, error) {
+	if err != nil {
+		return nil, 0, err
+	}
 	defer rows.Close()
 	var (
 		out  []*prompt.Prompt
 		cur  *prompt.Prompt
-		body sql.NullString
+		last int64
 	)
 	for rows.Next() {
 		var (
-			p                prompt.Prompt
-			state            string
-			created, updated string
+			p                           prompt.Prompt
+			seq                         int64
+			state, created, updated     string
+			body                        sql.NullString
+			aID, aStatus, aReason       sql.NullString
+			aRequested, aBy, aAt, aNote sql.NullString
 		)
-		if err := rows.Scan(&p.ID, &p.ConversationID, &state, &p.Input, &p.Error, &p.Turns, &p.Rev,
-			&created, &updated, &body); err != nil {
-			return nil, err
+		if err := rows.Scan(&seq, &p.ID, &p.ConversationID, &state, &p.Input, &p.Error, &p.Turns, &p.CancelledBy, &p.Rev,
+			&created, &updated, &body, &aID, &aStatus, &aReason, &aRequested, &aBy, &aAt, &aNote); err != nil {
+			return nil, 0, err
 		}
 		if cur == nil || cur.ID != p.ID {
 			var err error
 			p.State = prompt.State(state)
 			if p.CreatedAt, err = parseTime(created); err != nil {
-				return nil, fmt.Errorf("prompt %s: %w", p.ID, err)
+				return nil, 0, fmt.Errorf("prompt %s: %w", p.ID, err)
 			}
 			if p.UpdatedAt, err = parseTime(updated); err != nil {
-				return nil, fmt.Errorf("prompt %s: %w", p.ID, err)
+				return nil, 0, fmt.Errorf("prompt %s: %w", p.ID, err)
 			}
-			cur = &p
+			cur, last = &p, seq
 			out = append(out, cur)
 		}
 		if !body.Valid {
@@ -273,39 +408,60 @@ func scanPrompts(rows *sql.Rows) ([]*prompt.Prompt, error) {
 		}
 		var it prompt.Item
 		if err := json.Unmarshal([]byte(body.String), &it); err != nil {
-			return nil, fmt.Errorf("prompt %s: decode item %d: %w", cur.ID, len(cur.Output), err)
+			return nil, 0, fmt.Errorf("prompt %s: decode item %d: %w", cur.ID, len(cur.Output), err)
 		}
-		if a := it.Call; a != nil && a.Approval != nil {
-			a.Approval.RequestedAt = utc(a.Approval.RequestedAt)
-			a.Approval.DecidedAt = utc(a.Approval.DecidedAt)
+		if it.Call != nil && aID.Valid {
+			a := &prompt.Approval{ID: aID.String, Status: prompt.ApprovalStatus(aStatus.String), Reason: aReason.String,
+				DecidedBy: aBy.String, Note: aNote.String}
+			if a.RequestedAt, err = parseTime(aRequested.String); err != nil {
+				return nil, 0, fmt.Errorf("approval %s: %w", a.ID, err)
+			}
+			if aAt.Valid && aAt.String != "" {
+				if a.DecidedAt, err = parseTime(aAt.String); err != nil {
+					return nil, 0, fmt.Errorf("approval %s: %w", a.ID, err)
+				}
+			}
+			it.Call.Approval = a
 		}
 		cur.Output = append(cur.Output, it)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return out, nil
-}
-
-func utc(t time.Time) time.Time {
-	if t.IsZero() {
-		return time.Time{}
-	}
-	return t.UTC()
+	return out, last, nil
 }
 
 // statements are prepared once at Open: parsing the SQL would otherwise
-// cost more than running it, and Recover runs History once per prompt.
+// cost more than running it.
 type statements struct {
 	// writer
-	rev, insertPrompt, updatePrompt, saveItem, saveApproval, decide *sql.Stmt
+	rev, insertPrompt, updatePrompt, saveItem, updateApproval, insertApproval,
+	decide, findApprovalW, resume, cancel, cancelApproval *sql.Stmt
 	// reader
-	unfinished, seq, history, findApproval *sql.Stmt
+	load, active, maxSeq, running, waiting, seq, history, findApproval *sql.Stmt
 }
 
-// promptColumns are read by scanPrompts.
-const promptColumns = `p.id, p.conversation_id, p.state, p.input, p.error, p.turns, p.rev,
-	p.created_at, p.updated_at, i.body`
+func (st *statements) all() []*sql.Stmt {
+	return []*sql.Stmt{st.rev, st.insertPrompt, st.updatePrompt, st.saveItem, st.updateApproval, st.insertApproval,
+		st.decide, st.findApprovalW, st.resume, st.cancel, st.cancelApproval,
+		st.load, st.active, st.maxSeq, st.running, st.waiting, st.seq, st.history, st.findApproval}
+}
+
+// promptSelect reads prompts of the subquery p (which must have every
+// column of prompts) with their items and the items' approvals, in the
+// shape scanPrompts reads.
+func promptSelect(p string) string {
+	return `SELECT p.seq, p.id, p.conversation_id, p.state, p.input, p.error, p.turns, p.cancelled_by, p.rev,
+		p.created_at, p.updated_at, i.body,
+		a.id, a.status, a.reason, a.requested_at, a.decided_by, a.decided_at, a.note
+	FROM (` + p + `) p
+	LEFT JOIN prompt_items i ON i.prompt_id = p.id
+	LEFT JOIN approvals a ON a.prompt_id = i.prompt_id AND a.tool_call_id = i.call_id
+	ORDER BY p.seq, i.seq`
+}
+
+const findApprovalSQL = `SELECT a.prompt_id, p.conversation_id, a.tool_call_id, a.status, a.decided_by, a.decided_at, a.note
+	FROM approvals a JOIN prompts p ON p.id = a.prompt_id WHERE a.id = ?`
 
 func (db *DB) prepare(ctx context.Context) error {
 	for _, s := range []struct {
@@ -315,37 +471,47 @@ func (db *DB) prepare(ctx context.Context) error {
 	}{
 		{&db.stmt.rev, db.writer, `SELECT rev FROM prompts WHERE id = ?`},
 		{&db.stmt.insertPrompt, db.writer, `INSERT INTO prompts
-			(id, conversation_id, state, input, error, turns, rev, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+			(id, conversation_id, state, input, error, turns, cancelled_by, rev, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 		{&db.stmt.updatePrompt, db.writer, `UPDATE prompts
-			SET state = ?, error = ?, turns = ?, rev = ?, updated_at = ? WHERE id = ?`},
-		{&db.stmt.saveItem, db.writer, `INSERT INTO prompt_items (prompt_id, seq, type, turn, rev, body)
+			SET state = ?, error = ?, turns = ?, rev = ?, updated_at = ? WHERE id = ? AND rev = ?`},
+		{&db.stmt.saveItem, db.writer, `INSERT INTO prompt_items (prompt_id, seq, type, turn, call_id, body)
 			VALUES (?, ?, ?, ?, ?, ?)
 			ON CONFLICT (prompt_id, seq) DO UPDATE
-			SET type = excluded.type, turn = excluded.turn, rev = excluded.rev, body = excluded.body`},
-		{&db.stmt.saveApproval, db.writer, `INSERT INTO approvals
-			(id, prompt_id, tool_call_id, tool_name, input, reason, status, requested_at,
-			 decided_by, decided_at, note, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (id) DO UPDATE
-			SET status = excluded.status, decided_by = excluded.decided_by,
-			    decided_at = excluded.decided_at, note = excluded.note, updated_at = excluded.updated_at
-			WHERE prompt_id = excluded.prompt_id AND tool_call_id = excluded.tool_call_id
-			  AND NOT (status = 'pending' AND excluded.status IN ('approved', 'rejected'))`},
+			SET type = excluded.type, turn = excluded.turn, call_id = excluded.call_id, body = excluded.body`},
+		{&db.stmt.updateApproval, db.writer, `UPDATE approvals
+			SET note = ?1,
+			    status = CASE WHEN status = 'pending' AND ?2 = 'expired' THEN 'expired' ELSE status END,
+			    updated_at = ?3
+			WHERE id = ?4 AND prompt_id = ?5 AND tool_call_id = ?6`},
+		{&db.stmt.insertApproval, db.writer, `INSERT INTO approvals
+			(id, prompt_id, tool_call_id, tool_name, input, reason, status, requested_at, note, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)`},
 		{&db.stmt.decide, db.writer, `UPDATE approvals
 			SET status = ?, decided_by = ?, decided_at = ?, note = ?, updated_at = ?
-			WHERE id = ? AND prompt_id = ? AND tool_call_id = ? AND status = 'pending'`},
-		{&db.stmt.unfinished, db.reader, `SELECT ` + promptColumns + `
-			FROM (SELECT * FROM prompts WHERE state IN ('running', 'waiting_for_approval')) p
-			LEFT JOIN prompt_items i ON i.prompt_id = p.id
-			ORDER BY p.seq, i.seq`},
+			WHERE id = ? AND status = 'pending'`},
+		{&db.stmt.findApprovalW, db.writer, findApprovalSQL},
+		{&db.stmt.resume, db.writer, `UPDATE prompts
+			SET state = 'running', rev = rev + 1, updated_at = ? WHERE id = ?`},
+		{&db.stmt.cancel, db.writer, `UPDATE prompts
+			SET cancelled_by = CASE WHEN cancelled_by = '' THEN ?1 ELSE cancelled_by END,
+			    state = 'running', rev = rev + 1, updated_at = ?2
+			WHERE id = ?3 AND state IN ('running', 'waiting_for_approval')`},
+		{&db.stmt.cancelApproval, db.writer, `UPDATE approvals
+			SET status = 'rejected', decided_by = ?1, decided_at = ?2, note = 'cancelled', updated_at = ?3
+			WHERE prompt_id = ?4 AND status = 'pending'`},
+		{&db.stmt.load, db.reader, promptSelect(`SELECT * FROM prompts WHERE id = ?`)},
+		{&db.stmt.active, db.reader, promptSelect(`SELECT * FROM prompts
+			WHERE conversation_id = ? AND state IN ('running', 'waiting_for_approval')`)},
+		{&db.stmt.maxSeq, db.reader, `SELECT coalesce(max(seq), 0) FROM prompts`},
+		{&db.stmt.running, db.reader, `SELECT id, seq FROM prompts
+			WHERE state = 'running' AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?`},
+		{&db.stmt.waiting, db.reader, promptSelect(`SELECT * FROM prompts
+			WHERE state = 'waiting_for_approval' AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?`)},
 		{&db.stmt.seq, db.reader, `SELECT seq FROM prompts WHERE id = ? AND conversation_id = ?`},
-		{&db.stmt.history, db.reader, `SELECT ` + promptColumns + `
-			FROM (SELECT * FROM prompts WHERE conversation_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?) p
-			LEFT JOIN prompt_items i ON i.prompt_id = p.id
-			ORDER BY p.seq, i.seq`},
-		{&db.stmt.findApproval, db.reader, `SELECT a.prompt_id, p.conversation_id, a.tool_call_id, a.status, a.decided_by, a.decided_at
-			FROM approvals a JOIN prompts p ON p.id = a.prompt_id WHERE a.id = ?`},
+		{&db.stmt.history, db.reader, promptSelect(`SELECT * FROM prompts
+			WHERE conversation_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?`)},
+		{&db.stmt.findApproval, db.reader, findApprovalSQL},
 	} {
 		st, err := s.on.PrepareContext(ctx, s.text)
 		if err != nil {

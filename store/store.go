@@ -272,8 +272,7 @@ func (db *DB) Close() error {
 // never meets a connection of ours.
 func (db *DB) closeAll() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{db.stmt.rev, db.stmt.insertPrompt, db.stmt.updatePrompt, db.stmt.saveItem,
-		db.stmt.saveApproval, db.stmt.decide, db.stmt.unfinished, db.stmt.seq, db.stmt.history, db.stmt.findApproval} {
+	for _, st := range db.stmt.all() {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
