@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -86,17 +85,37 @@ func crashService(st prompt.Store, logPath string, rounds int, afterAppend func(
 	return prompt.NewService(prompt.Config{Model: model, Store: st, Tools: []*prompt.Tool{tool}})
 }
 
-// killAfterDecide dies the moment a decision is durable, before the loop
-// can save the call as executing.
+// killAfterDecide dies the moment a decision is durable, before the
+// runner can settle it or save the call as executing.
 type killAfterDecide struct {
 	*store.DB
 	kill func()
 }
 
-func (k killAfterDecide) DecideApproval(ctx context.Context, p *prompt.Prompt, callID string) error {
-	err := k.DB.DecideApproval(ctx, p, callID)
+func (k killAfterDecide) Decide(ctx context.Context, id string, d prompt.Decision) (prompt.ApprovalRef, error) {
+	ref, err := k.DB.Decide(ctx, id, d)
 	if err == nil {
 		k.kill()
+	}
+	return ref, err
+}
+
+// killAfterSave dies the moment a step that leaves a call in status
+// is durable: at the boundary after that step.
+type killAfterSave struct {
+	*store.DB
+	status prompt.CallStatus
+	kill   func()
+}
+
+func (k killAfterSave) SavePrompt(ctx context.Context, p *prompt.Prompt, changed []int) error {
+	err := k.DB.SavePrompt(ctx, p, changed)
+	if err == nil {
+		for _, i := range changed {
+			if c := p.Output[i].Call; c != nil && c.Status == k.status {
+				k.kill()
+			}
+		}
 	}
 	return err
 }
@@ -125,6 +144,14 @@ func crashChild() int {
 	switch point {
 	case "approved":
 		st = killAfterDecide{DB: db, kill: kill}
+	case "settled":
+		st = killAfterSave{DB: db, status: prompt.CallApproved, kill: kill}
+	case "executing":
+		st = killAfterSave{DB: db, status: prompt.CallExecuting, kill: kill}
+	case "result":
+		st = killAfterSave{DB: db, status: prompt.CallDone, kill: kill}
+	case "queued":
+		st = killAfterSave{DB: db, status: prompt.CallQueued, kill: kill}
 	case "invoke":
 		afterAppend = kill
 	}
@@ -134,7 +161,7 @@ func crashChild() int {
 		return 1
 	}
 	reqs := make(chan prompt.ApprovalRequest, 10*n)
-	svc.OnApprovalRequested(func(ctx context.Context, c *prompt.Completion, req prompt.ApprovalRequest) {
+	svc.OnApprovalRequested(func(ctx context.Context, req prompt.ApprovalRequest) {
 		say("pending %s", req.ApprovalID)
 		reqs <- req
 	})
@@ -151,7 +178,9 @@ func crashChild() int {
 			<-reqs
 		}
 		kill()
-	case "approved", "invoke":
+	case "queued":
+		// Killed by the first model turn's save.
+	case "approved", "invoke", "settled", "executing", "result":
 		req := <-reqs
 		for range n - 1 {
 			<-reqs
@@ -251,37 +280,38 @@ func recoverAndFinish(t *testing.T, dbPath, logPath string, conversations, round
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
 	reqs := make(chan prompt.ApprovalRequest, 100*conversations)
-	ended := make(chan *prompt.Prompt, conversations)
-	svc.OnApprovalRequested(func(ctx context.Context, c *prompt.Completion, req prompt.ApprovalRequest) {
-		reqs <- req
-	})
-	svc.OnCompleted(func(ctx context.Context, c *prompt.Completion) { ended <- c.Prompt() })
-	recovering := true
-	svc.OnApprovalRequested(func(ctx context.Context, c *prompt.Completion, req prompt.ApprovalRequest) {
-		mu.Lock()
-		defer mu.Unlock()
-		if recovering {
-			rec.reemitted = append(rec.reemitted, req.ApprovalID)
-		}
-	})
-	n, err := svc.Recover(ctx)
+	ended := make(chan prompt.Answer, conversations)
+	svc.OnApprovalRequested(func(ctx context.Context, req prompt.ApprovalRequest) { reqs <- req })
+	svc.OnEnded(func(ctx context.Context, a prompt.Answer) { ended <- a })
+	waiting, err := svc.Recover(ctx)
 	if err != nil {
 		t.Fatalf("recover: %v", err)
 	}
-	mu.Lock()
-	recovering = false
-	mu.Unlock()
+	n := waiting.Resumed
+	for {
+		page, err := waiting.Next(ctx)
+		if err != nil {
+			t.Fatalf("waiting requests: %v", err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, req := range page {
+			rec.reemitted = append(rec.reemitted, req.ApprovalID)
+			reqs <- req
+			n++
+		}
+	}
 	for done := 0; done < n; {
 		select {
 		case req := <-reqs:
 			if err := svc.Approve(ctx, req.ApprovalID, "bob"); err != nil {
 				t.Fatalf("approve %s after recovery: %v", req.ApprovalID, err)
 			}
-		case p := <-ended:
-			if p.State != prompt.StateCompleted {
-				t.Errorf("prompt %s ended %s: %s", p.ID, p.State, p.Error)
+		case a := <-ended:
+			if a.State != prompt.StateCompleted {
+				t.Errorf("prompt %s ended %s: %s", a.PromptID, a.State, a.Error)
 			}
 			done++
 		case <-ctx.Done():
@@ -362,8 +392,8 @@ func checkInvariants(t *testing.T, run crashRun, rec recovery) {
 			default:
 				t.Errorf("%s ended %s with %+v", key, c.Status, c.Result)
 			}
-			if ref, err := rec.db.FindApproval(ctx, c.Approval.ID); err != nil || ref.Status != c.Status {
-				t.Errorf("approval row of %s: %+v, %v; call is %s", key, ref, err, c.Status)
+			if ref, err := rec.db.FindApproval(ctx, c.Approval.ID); err != nil || ref.Status != prompt.ApprovalApproved {
+				t.Errorf("approval row of %s: %+v, %v; every call was approved", key, ref, err)
 			}
 		}
 	}
@@ -454,6 +484,57 @@ func TestCrashDuringBurstOfSaves(t *testing.T) {
 				len(run.pending), len(run.approved), len(rec.logBefore), len(rec.reemitted), statuses)
 			if len(rec.prompts) != conversations {
 				t.Errorf("%d prompts after recovery, want %d", len(rec.prompts), conversations)
+			}
+		})
+	}
+}
+
+// TestCrashAtEveryStepBoundary kills the child right after each kind of
+// step is durable: the model's calls saved as queued, a decision settled
+// onto its call, a call saved as executing, a result saved. Whatever the
+// point, nothing approved is lost and nothing runs twice.
+func TestCrashAtEveryStepBoundary(t *testing.T) {
+	for _, tc := range []struct {
+		point string
+		// ranBefore is how many tool runs the child made before it died.
+		ranBefore, interrupted int
+		// created is how many prompts the child created before it died:
+		// at "queued" it dies at the first model turn, maybe before its
+		// second message.
+		created []int
+	}{
+		{point: "queued", created: []int{1, 2}},
+		{point: "settled"},
+		{point: "executing", interrupted: 1},
+		{point: "result", ranBefore: 1},
+	} {
+		t.Run(tc.point, func(t *testing.T) {
+			dbPath, logPath := crashPaths(t)
+			run := runCrashChild(t, dbPath, logPath, tc.point, 2, 1, 0)
+			if got := len(countLines(t, logPath)); got != tc.ranBefore {
+				t.Fatalf("tool ran %d times before the crash, want %d", got, tc.ranBefore)
+			}
+			rec := recoverAndFinish(t, dbPath, logPath, 2, 1)
+			checkInvariants(t, run, rec)
+			want := tc.created
+			if want == nil {
+				want = []int{2}
+			}
+			if !slices.Contains(want, len(rec.prompts)) {
+				t.Fatalf("%d prompts after recovery, want %v", len(rec.prompts), want)
+			}
+			// Executing is saved before the tool starts: after a crash there
+			// it may have run, so its outcome is unknown and it never runs.
+			interrupted := 0
+			for _, p := range rec.prompts {
+				for _, it := range p.Output {
+					if c := it.Call; c != nil && c.Status == prompt.CallInterrupted {
+						interrupted++
+					}
+				}
+			}
+			if interrupted != tc.interrupted {
+				t.Errorf("%d calls interrupted, want %d", interrupted, tc.interrupted)
 			}
 		})
 	}

@@ -55,44 +55,25 @@ func integrityOK(t testing.TB, raw *sql.DB) {
 var t0 = time.Date(2026, 11, 22, 10, 0, 0, 123456789, time.FixedZone("CET", 3600))
 
 // gatedPrompt is a prompt waiting on call "c1", built by hand as the
-// service would leave it.
+// service would leave it, at revision 1 so CreatePrompt can insert it.
 func gatedPrompt(id, conv, approvalID string) *prompt.Prompt {
 	return &prompt.Prompt{
 		ID: id, ConversationID: conv, State: prompt.StateWaiting, Input: "delete the logs",
-		Turns: 1, Rev: 3, CreatedAt: t0, UpdatedAt: t0.Add(time.Second),
+		Turns: 1, Rev: 1, CreatedAt: t0, UpdatedAt: t0.Add(time.Second),
 		Output: []prompt.Item{
-			{Type: prompt.ItemText, Turn: 1, Rev: 2, Text: "I will delete them."},
-			{Type: prompt.ItemTool, Turn: 1, Rev: 3, Call: &prompt.Call{
+			{Type: prompt.ItemText, Turn: 1, Text: "I will delete them."},
+			{Type: prompt.ItemTool, Turn: 1, Call: &prompt.Call{
 				ID: "c1", Name: "shell.run", Arguments: `{"cmd": "rm -rf /var/log/x"}`,
 				Status: prompt.CallPending,
-				Approval: &prompt.Approval{ID: approvalID, Reason: "runs a shell command",
+				Approval: &prompt.Approval{ID: approvalID, Status: prompt.ApprovalPending, Reason: "runs a shell command",
 					RequestedAt: t0.Add(time.Second)},
 				Result: &prompt.Result{Type: prompt.ResultPending, Reason: "runs a shell command"},
 			}},
-			{Type: prompt.ItemTool, Turn: 1, Rev: 2, Call: &prompt.Call{
+			{Type: prompt.ItemTool, Turn: 1, Call: &prompt.Call{
 				ID: "c2", Name: "web.fetch", Arguments: `{"url":"https://example.com"}`, Status: prompt.CallQueued,
 			}},
 		},
 	}
-}
-
-// decided returns a copy of p with call c1 decided as the service does it.
-func decided(p *prompt.Prompt, approve bool, by string) *prompt.Prompt {
-	q := p.Clone()
-	q.Rev++
-	q.State = prompt.StateRunning
-	q.UpdatedAt = q.UpdatedAt.Add(time.Minute)
-	it := &q.Output[1]
-	it.Rev = q.Rev
-	it.Call.Approval.DecidedBy, it.Call.Approval.DecidedAt = by, t0.Add(time.Minute)
-	if approve {
-		it.Call.Status, it.Call.Result = prompt.CallApproved, nil
-	} else {
-		it.Call.Status = prompt.CallRejected
-		it.Call.Approval.Note = "too risky"
-		it.Call.Result = &prompt.Result{Type: prompt.ResultError, Error: prompt.RejectedPrefix + ": too risky"}
-	}
-	return q
 }
 
 // inUTC returns a copy of p with every time in UTC and without a

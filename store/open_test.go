@@ -28,12 +28,13 @@ func TestOpenCreatesFolderAndMigrationsAreIdempotent(t *testing.T) {
 		}
 		p := gatedPrompt(fmt.Sprintf("p%d", i), "c", fmt.Sprintf("appr%012d", i))
 		p.ConversationID = fmt.Sprint("c", i)
-		if err := db.SavePrompt(ctx, p); err != nil {
+		if err := db.CreatePrompt(ctx, p); err != nil {
 			t.Fatal(err)
 		}
-		got, err := db.UnfinishedPrompts(ctx)
-		if err != nil || len(got) != i+1 {
-			t.Fatalf("open %d: %d prompts, %v", i, len(got), err)
+		for j := 0; j <= i; j++ {
+			if _, err := db.LoadPrompt(ctx, fmt.Sprintf("p%d", j)); err != nil {
+				t.Fatalf("open %d: prompt p%d: %v", i, j, err)
+			}
 		}
 		if err := db.Close(); err != nil {
 			t.Fatal(err)
@@ -144,7 +145,7 @@ func TestOpenRefusesANewerSchema(t *testing.T) {
 	ctx := context.Background()
 	db, path := openTemp(t)
 	p := gatedPrompt("p1", "c", "appr0000000000001")
-	if err := db.SavePrompt(ctx, p); err != nil {
+	if err := db.CreatePrompt(ctx, p); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
@@ -169,8 +170,8 @@ func TestOpenRefusesANewerSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	got, err := db.UnfinishedPrompts(ctx)
-	if err != nil || len(got) != 1 || got[0].ID != "p1" {
+	got, err := db.ActivePrompt(ctx, "c")
+	if err != nil || got.ID != "p1" {
 		t.Fatalf("after refusal: %+v, %v", got, err)
 	}
 }
@@ -194,7 +195,7 @@ func TestOpenInReadOnlyFolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.SavePrompt(ctx, gatedPrompt("p1", "c", "appr0000000000001")); err != nil {
+	if err := db.CreatePrompt(ctx, gatedPrompt("p1", "c", "appr0000000000001")); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
@@ -290,7 +291,7 @@ func TestOpenKeepsTheDatabaseFilesPrivate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if err := db.SavePrompt(context.Background(), gatedPrompt("p1", "c", "appr000000000001")); err != nil {
+	if err := db.CreatePrompt(context.Background(), gatedPrompt("p1", "c", "appr000000000001")); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{path, path + "-wal", path + ".lock"} {

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -14,321 +15,408 @@ import (
 	"tollgate/store"
 )
 
-func TestPromptRoundTripsThroughUnfinishedAndHistory(t *testing.T) {
+// next returns a copy of p as the following revision, as a step saves it.
+func next(p *prompt.Prompt) *prompt.Prompt {
+	q := p.Clone()
+	q.Rev++
+	q.UpdatedAt = q.UpdatedAt.Add(time.Second)
+	return q
+}
+
+func TestPromptRoundTripsWithItsApprovals(t *testing.T) {
 	ctx := context.Background()
 	db, _ := openTemp(t)
 	p := gatedPrompt("p1", "conv", "appr0000000000001")
-	if err := db.SavePrompt(ctx, p); err != nil {
+	if err := db.CreatePrompt(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	got, err := db.UnfinishedPrompts(ctx)
+	got, err := db.LoadPrompt(ctx, "p1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || !reflect.DeepEqual(got[0], inUTC(p)) {
-		t.Fatalf("unfinished:\n got %+v\nwant %+v", got, inUTC(p))
+	if want := inUTC(p); !reflect.DeepEqual(got, want) {
+		t.Fatalf("loaded\n%+v\nwant\n%+v", got, want)
 	}
-	if !got[0].CreatedAt.Equal(p.CreatedAt) || !got[0].Output[1].Call.Approval.RequestedAt.Equal(p.Output[1].Call.Approval.RequestedAt) {
-		t.Fatalf("times moved: %v vs %v", got[0].CreatedAt, p.CreatedAt)
+	active, err := db.ActivePrompt(ctx, "conv")
+	if err != nil || !reflect.DeepEqual(active, got) {
+		t.Fatalf("active = %+v, %v", active, err)
 	}
-
-	// Finished, it leaves the unfinished set and shows in History.
-	q := decided(p, false, "alice")
-	if err := db.DecideApproval(ctx, q, "c1"); err != nil {
-		t.Fatal(err)
+	if _, err := db.LoadPrompt(ctx, "nope"); !errors.Is(err, prompt.ErrNotFound) {
+		t.Fatalf("load unknown: %v", err)
 	}
-	q = q.Clone()
-	q.Rev++
-	q.State, q.Error = prompt.StateFailed, "Cancelled by alice."
-	q.Output = append(q.Output, prompt.Item{Type: prompt.ItemText, Turn: 2, Rev: q.Rev, Text: "ok"})
-	if err := db.SavePrompt(ctx, q); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := db.UnfinishedPrompts(ctx); err != nil || len(got) != 0 {
-		t.Fatalf("unfinished after the end = %v, %v", got, err)
-	}
-	hist, err := db.History(ctx, "conv", "", 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(hist) != 1 || !reflect.DeepEqual(hist[0], inUTC(q)) {
-		t.Fatalf("history:\n got %+v\nwant %+v", hist, inUTC(q))
+	if _, err := db.ActivePrompt(ctx, "other"); !errors.Is(err, prompt.ErrNotFound) {
+		t.Fatalf("active of another conversation: %v", err)
 	}
 }
 
 func TestPromptWithoutItemsRoundTrips(t *testing.T) {
 	ctx := context.Background()
 	db, _ := openTemp(t)
-	p := &prompt.Prompt{ID: "p", ConversationID: "c", State: prompt.StateRunning, Input: "hi", Rev: 1,
+	p := &prompt.Prompt{ID: "p1", ConversationID: "c", State: prompt.StateRunning, Input: "hi", Rev: 1,
 		CreatedAt: t0, UpdatedAt: t0}
-	if err := db.SavePrompt(ctx, p); err != nil {
+	if err := db.CreatePrompt(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	got, err := db.UnfinishedPrompts(ctx)
-	if err != nil || len(got) != 1 || !reflect.DeepEqual(got[0], inUTC(p)) {
+	got, err := db.LoadPrompt(ctx, "p1")
+	if err != nil || !reflect.DeepEqual(got, inUTC(p)) {
 		t.Fatalf("got %+v, %v", got, err)
 	}
 }
 
-func TestSavePromptWritesOnlyItemsAboveStoredRevision(t *testing.T) {
+// The database, not a map in one process, keeps a conversation to one
+// unfinished prompt.
+func TestCreatePromptRefusesASecondUnfinishedPromptInAConversation(t *testing.T) {
 	ctx := context.Background()
 	db, _ := openTemp(t)
-	p := gatedPrompt("p1", "conv", "appr0000000000001")
-	if err := db.SavePrompt(ctx, p); err != nil {
+	p := &prompt.Prompt{ID: "p1", ConversationID: "c", State: prompt.StateRunning, Input: "hi", Rev: 1, CreatedAt: t0, UpdatedAt: t0}
+	if err := db.CreatePrompt(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	q := p.Clone()
-	q.Rev = 4
-	q.Output[0].Text = "changed, but Rev not bumped: the store may skip it"
-	q.Output[2].Rev = 4
-	q.Output[2].Call.Status = prompt.CallExecuting
-	if err := db.SavePrompt(ctx, q); err != nil {
+	second := &prompt.Prompt{ID: "p2", ConversationID: "c", State: prompt.StateRunning, Input: "again", Rev: 1, CreatedAt: t0, UpdatedAt: t0}
+	if err := db.CreatePrompt(ctx, second); !errors.Is(err, prompt.ErrBusy) {
+		t.Fatalf("second prompt: %v, want ErrBusy", err)
+	}
+	other := &prompt.Prompt{ID: "p3", ConversationID: "d", State: prompt.StateRunning, Input: "hi", Rev: 1, CreatedAt: t0, UpdatedAt: t0}
+	if err := db.CreatePrompt(ctx, other); err != nil {
+		t.Fatalf("another conversation: %v", err)
+	}
+	done := next(p)
+	done.State = prompt.StateCompleted
+	if err := db.SavePrompt(ctx, done, nil); err != nil {
 		t.Fatal(err)
 	}
-	got, err := db.UnfinishedPrompts(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got[0].Output[0].Text != p.Output[0].Text {
-		t.Errorf("item 0 rewritten: %q", got[0].Output[0].Text)
-	}
-	if got[0].Output[2].Call.Status != prompt.CallExecuting || got[0].Rev != 4 {
-		t.Errorf("item 2 = %+v, rev %d", got[0].Output[2].Call, got[0].Rev)
+	if err := db.CreatePrompt(ctx, second); err != nil {
+		t.Fatalf("after the first ended: %v", err)
 	}
 }
 
-func TestSavePromptRefusesStaleRevision(t *testing.T) {
+func TestSavePromptIsACompareAndSetOnTheRevision(t *testing.T) {
 	ctx := context.Background()
 	db, _ := openTemp(t)
-	p := gatedPrompt("p1", "conv", "appr0000000000001")
-	if err := db.SavePrompt(ctx, p); err != nil {
+	p := gatedPrompt("p1", "c", "appr0000000000001")
+	if err := db.CreatePrompt(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	old := p.Clone()
-	old.State = prompt.StateCompleted
-	for _, rev := range []int64{p.Rev, p.Rev - 1} {
-		old.Rev = rev
-		err := db.SavePrompt(ctx, old)
-		if !errors.Is(err, store.ErrStaleRevision) {
-			t.Errorf("save at rev %d: %v, want ErrStaleRevision", rev, err)
-		}
+	a := next(p)
+	a.Output[0].Text = "first writer"
+	b := next(p)
+	b.Output[0].Text = "second writer"
+	if err := db.SavePrompt(ctx, a, []int{0}); err != nil {
+		t.Fatal(err)
 	}
-	if got, _ := db.UnfinishedPrompts(ctx); len(got) != 1 || got[0].State != prompt.StateWaiting {
-		t.Fatalf("stored state changed: %+v", got)
+	err := db.SavePrompt(ctx, b, []int{0})
+	if !errors.Is(err, prompt.ErrConflict) {
+		t.Fatalf("second save from the same revision: %v, want ErrConflict", err)
+	}
+	got, _ := db.LoadPrompt(ctx, "p1")
+	if got.Output[0].Text != "first writer" || got.Rev != 2 {
+		t.Fatalf("stored %q at rev %d; the loser wrote", got.Output[0].Text, got.Rev)
+	}
+	skip := next(next(got))
+	if err := db.SavePrompt(ctx, skip, nil); !errors.Is(err, prompt.ErrConflict) {
+		t.Fatalf("save two revisions ahead: %v, want ErrConflict", err)
+	}
+	ghost := next(gatedPrompt("ghost", "c", "appr0000000000009"))
+	if err := db.SavePrompt(ctx, ghost, nil); !errors.Is(err, prompt.ErrNotFound) {
+		t.Fatalf("save of a prompt never created: %v", err)
 	}
 }
 
 func TestSavePromptRejectsBadInput(t *testing.T) {
 	ctx := context.Background()
 	db, _ := openTemp(t)
-	if err := db.SavePrompt(ctx, nil); err == nil {
-		t.Error("nil prompt saved")
-	}
-	if err := db.SavePrompt(ctx, &prompt.Prompt{State: prompt.StateRunning}); err == nil {
-		t.Error("prompt without ID saved")
-	}
-	bad := gatedPrompt("p1", "conv", "appr0000000000001")
-	bad.State = "dancing"
-	if err := db.SavePrompt(ctx, bad); err == nil {
-		t.Error("unknown state saved")
-	}
-}
-
-// A save that fails half-way (here: the second item's approval has no ID,
-// after the prompt row and the first item were written) leaves the stored
-// prompt exactly as it was.
-func TestFailedSaveLeavesStoredPromptIntact(t *testing.T) {
-	ctx := context.Background()
-	db, _ := openTemp(t)
-	p := gatedPrompt("p1", "conv", "appr0000000000001")
-	if err := db.SavePrompt(ctx, p); err != nil {
+	p := gatedPrompt("p1", "c", "appr0000000000001")
+	if err := db.CreatePrompt(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	q := p.Clone()
-	q.Rev++
-	q.Output[0].Rev, q.Output[0].Text = q.Rev, "rewritten"
-	q.Output[2].Rev = q.Rev
-	q.Output[2].Call.Approval = &prompt.Approval{Reason: "no ID"}
-	if err := db.SavePrompt(ctx, q); err == nil || !containsAll(err.Error(), "save prompt p1", "approval without ID") {
-		t.Fatalf("save = %v, want a clear error", err)
-	}
-	got, err := db.UnfinishedPrompts(ctx)
-	if err != nil || len(got) != 1 || !reflect.DeepEqual(got[0], inUTC(p)) {
-		t.Fatalf("after a failed save: %+v, %v", got, err)
-	}
-	ref, err := db.FindApproval(ctx, "appr0000000000001")
-	if err != nil || ref.Status != prompt.CallPending {
-		t.Fatalf("approval after a failed save: %+v, %v", ref, err)
-	}
-}
-
-func TestClosedStoreGivesClearErrors(t *testing.T) {
-	ctx := context.Background()
-	db, _ := openTemp(t)
-	p := gatedPrompt("p1", "conv", "appr0000000000001")
-	if err := db.SavePrompt(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.SavePrompt(ctx, decided(p, true, "x")); err == nil || !containsAll(err.Error(), "save prompt p1", "closed") {
-		t.Errorf("save on closed store: %v", err)
-	}
-	if _, err := db.UnfinishedPrompts(ctx); err == nil {
-		t.Error("read from a closed store succeeded")
-	}
-}
-
-func TestDecideApprovalIsCompareAndSet(t *testing.T) {
-	ctx := context.Background()
-	db, path := openTemp(t)
-	p := gatedPrompt("p1", "conv", "appr0000000000001")
-	if err := db.SavePrompt(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	const n = 100
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			errs[i] = db.DecideApproval(ctx, decided(p, i%2 == 0, fmt.Sprintf("user%d", i)), "c1")
-		})
-	}
-	wg.Wait()
-	winner := -1
-	for i, err := range errs {
-		switch {
-		case err == nil && winner >= 0:
-			t.Fatalf("two winners: %d and %d", winner, i)
-		case err == nil:
-			winner = i
-		case !errors.Is(err, prompt.ErrNotPending):
-			t.Errorf("loser %d: %v, want ErrNotPending", i, err)
+	for name, tc := range map[string]struct {
+		p       *prompt.Prompt
+		changed []int
+	}{
+		"nil":          {nil, nil},
+		"no id":        {&prompt.Prompt{Rev: 2}, nil},
+		"no such item": {next(p), []int{7}},
+	} {
+		if err := db.SavePrompt(ctx, tc.p, tc.changed); err == nil {
+			t.Errorf("%s: saved", name)
 		}
 	}
-	if winner < 0 {
-		t.Fatal("no winner")
+	got, _ := db.LoadPrompt(ctx, "p1")
+	if got.Rev != 1 {
+		t.Fatalf("a refused save changed the prompt: rev %d", got.Rev)
 	}
-	got, err := db.UnfinishedPrompts(ctx)
+}
+
+// A save writes the items it names and no others, so its cost follows what
+// changed rather than the prompt's length.
+func TestSavePromptWritesOnlyTheChangedItems(t *testing.T) {
+	ctx := context.Background()
+	db, _ := openTemp(t)
+	p := gatedPrompt("p1", "c", "appr0000000000001")
+	if err := db.CreatePrompt(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	q := next(p)
+	q.Output[0].Text = "not named: not written"
+	q.Output[2].Call.Status = prompt.CallExecuting
+	if err := db.SavePrompt(ctx, q, []int{2}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := db.LoadPrompt(ctx, "p1")
+	if got.Output[0].Text != "I will delete them." || got.Output[2].Call.Status != prompt.CallExecuting {
+		t.Fatalf("stored items: %q, %s", got.Output[0].Text, got.Output[2].Call.Status)
+	}
+}
+
+// The approval lives in one row: the item's JSON carries none of it, and
+// a step's save cannot decide it.
+func TestApprovalsAreKeptInOnePlace(t *testing.T) {
+	ctx := context.Background()
+	db, path := openTemp(t)
+	p := gatedPrompt("p1", "c", "appr0000000000001")
+	if err := db.CreatePrompt(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	q := next(p)
+	a := q.Output[1].Call.Approval
+	a.Status, a.DecidedBy, a.Note = prompt.ApprovalApproved, "mallory", "forged"
+	if err := db.SavePrompt(ctx, q, []int{1}); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := db.FindApproval(ctx, a.ID)
+	if err != nil || ref.Status != prompt.ApprovalPending || ref.DecidedBy != "" {
+		t.Fatalf("a save decided the approval: %+v, %v", ref, err)
+	}
+	if ref.Note != "forged" {
+		t.Fatalf("note = %q: a step may set the note", ref.Note)
+	}
+	db.Close()
+	raw := rawDB(t, path)
+	rows, err := raw.Query(`SELECT body FROM prompt_items WHERE prompt_id = 'p1'`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := decided(p, winner%2 == 0, fmt.Sprintf("user%d", winner))
-	if !reflect.DeepEqual(got[0], inUTC(want)) {
-		t.Fatalf("stored:\n got %+v\nwant %+v", got[0], inUTC(want))
-	}
-	var by, status string
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	raw := rawDB(t, path)
-	if err := raw.QueryRow(`SELECT decided_by, status FROM approvals WHERE id = 'appr0000000000001'`).Scan(&by, &status); err != nil {
-		t.Fatal(err)
-	}
-	if by != want.Output[1].Call.Approval.DecidedBy || status != string(want.Output[1].Call.Status) {
-		t.Fatalf("approval row: %s %s", by, status)
-	}
-}
-
-func TestDecideApprovalErrors(t *testing.T) {
-	ctx := context.Background()
-	db, _ := openTemp(t)
-	p := gatedPrompt("p1", "conv", "appr0000000000001")
-	if err := db.SavePrompt(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	q := decided(p, true, "bob")
-	if err := db.DecideApproval(ctx, q, "nope"); !errors.Is(err, prompt.ErrUnknownCall) {
-		t.Errorf("unknown call: %v", err)
-	}
-	if err := db.DecideApproval(ctx, q, "c2"); !errors.Is(err, prompt.ErrNotPending) {
-		t.Errorf("call without approval: %v", err)
-	}
-	if err := db.DecideApproval(ctx, p, "c1"); err == nil {
-		t.Error("a still-pending call was taken as a decision")
-	}
-	other := decided(gatedPrompt("p1", "conv", "apprUNKNOWN00001"), true, "bob")
-	if err := db.DecideApproval(ctx, other, "c1"); !errors.Is(err, prompt.ErrUnknownCall) {
-		t.Errorf("approval not stored: %v", err)
-	}
-	if err := db.DecideApproval(ctx, q, "c1"); err != nil {
-		t.Fatal(err)
-	}
-	again := decided(q, false, "carol")
-	again.Output[1].Call.Status = prompt.CallRejected
-	if err := db.DecideApproval(ctx, again, "c1"); !errors.Is(err, prompt.ErrNotPending) {
-		t.Errorf("second decision: %v", err)
-	}
-	ref, err := db.FindApproval(ctx, "appr0000000000001")
-	if err != nil || ref.Status != prompt.CallApproved {
-		t.Errorf("after second decision: %+v, %v", ref, err)
-	}
-}
-
-func TestFindApproval(t *testing.T) {
-	ctx := context.Background()
-	db, _ := openTemp(t)
-	if err := db.SavePrompt(ctx, gatedPrompt("p1", "conv", "appr0000000000001")); err != nil {
-		t.Fatal(err)
-	}
-	ref, err := db.FindApproval(ctx, "appr0000000000001")
-	want := prompt.ApprovalRef{ID: "appr0000000000001", PromptID: "p1", ConversationID: "conv", CallID: "c1", Status: prompt.CallPending}
-	if err != nil || ref != want {
-		t.Fatalf("got %+v, %v; want %+v", ref, err, want)
-	}
-	decidedAt := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	q := decided(gatedPrompt("p1", "conv", "appr0000000000001"), true, "bob")
-	q.Output[1].Call.Approval.DecidedAt = decidedAt
-	if err := db.DecideApproval(ctx, q, "c1"); err != nil {
-		t.Fatal(err)
-	}
-	ref, err = db.FindApproval(ctx, "appr0000000000001")
-	if err != nil || ref.Status != prompt.CallApproved || ref.DecidedBy != "bob" || !ref.DecidedAt.Equal(decidedAt) {
-		t.Fatalf("after the decision: %+v, %v", ref, err)
-	}
-	if _, err := db.FindApproval(ctx, "missing"); !errors.Is(err, prompt.ErrNotFound) {
-		t.Fatalf("missing: %v", err)
-	}
-}
-
-func TestApprovalRowFollowsTheCall(t *testing.T) {
-	ctx := context.Background()
-	db, path := openTemp(t)
-	p := gatedPrompt("p1", "conv", "appr0000000000001")
-	if err := db.SavePrompt(ctx, p); err != nil {
-		t.Fatal(err)
-	}
-	q := decided(p, true, "bob")
-	if err := db.DecideApproval(ctx, q, "c1"); err != nil {
-		t.Fatal(err)
-	}
-	for _, st := range []prompt.CallStatus{prompt.CallExecuting, prompt.CallDone} {
-		q = q.Clone()
-		q.Rev++
-		q.Output[1].Rev = q.Rev
-		q.Output[1].Call.Status = st
-		if err := db.SavePrompt(ctx, q); err != nil {
+	defer rows.Close()
+	for rows.Next() {
+		var body string
+		if err := rows.Scan(&body); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(body, "approval") || strings.Contains(body, a.ID) {
+			t.Fatalf("item JSON carries the approval: %s", body)
+		}
+		var v any
+		if err := json.Unmarshal([]byte(body), &v); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := db.Close(); err != nil {
+}
+
+func TestANewApprovalMustBePendingAndItsIDUnique(t *testing.T) {
+	ctx := context.Background()
+	db, _ := openTemp(t)
+	p := gatedPrompt("p1", "c", "appr0000000000001")
+	p.Output[1].Call.Approval.Status = prompt.ApprovalApproved
+	if err := db.CreatePrompt(ctx, p); err == nil {
+		t.Fatal("a prompt created with its approval already approved")
+	}
+	if _, err := db.LoadPrompt(ctx, "p1"); !errors.Is(err, prompt.ErrNotFound) {
+		t.Fatalf("the refused create left a prompt: %v", err)
+	}
+	if err := db.CreatePrompt(ctx, gatedPrompt("p1", "c", "appr0000000000001")); err != nil {
 		t.Fatal(err)
 	}
-	var (
-		promptID, callID, tool, input, reason, status, by, note string
-		decidedAt                                               *string
-	)
-	err := rawDB(t, path).QueryRow(`SELECT prompt_id, tool_call_id, tool_name, input, reason, status,
-		decided_by, decided_at, note FROM approvals WHERE id = 'appr0000000000001'`).
-		Scan(&promptID, &callID, &tool, &input, &reason, &status, &by, &decidedAt, &note)
+	if err := db.CreatePrompt(ctx, gatedPrompt("p2", "d", "appr0000000000001")); err == nil {
+		t.Fatal("an approval ID taken by another call was accepted")
+	}
+}
+
+func TestPendingMayExpireWhenItsPromptEnds(t *testing.T) {
+	ctx := context.Background()
+	db, _ := openTemp(t)
+	p := gatedPrompt("p1", "c", "appr0000000000001")
+	if err := db.CreatePrompt(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	q := next(p)
+	q.State = prompt.StateFailed
+	q.Output[1].Call.Approval.Status = prompt.ApprovalExpired
+	q.Output[1].Call.Approval.Note = "not run: stopped"
+	if err := db.SavePrompt(ctx, q, []int{1}); err != nil {
+		t.Fatal(err)
+	}
+	ref, _ := db.FindApproval(ctx, "appr0000000000001")
+	if ref.Status != prompt.ApprovalExpired || ref.Note != "not run: stopped" {
+		t.Fatalf("approval = %+v", ref)
+	}
+	if _, err := db.Decide(ctx, ref.ID, prompt.Decision{Status: prompt.ApprovalApproved, By: "alice", At: t0}); !errors.Is(err, prompt.ErrNotPending) {
+		t.Fatalf("decide an expired approval: %v", err)
+	}
+}
+
+func TestDecideIsACompareAndSetThatResumesThePrompt(t *testing.T) {
+	ctx := context.Background()
+	db, _ := openTemp(t)
+	p := gatedPrompt("p1", "c", "appr0000000000001")
+	if err := db.CreatePrompt(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	at := t0.Add(time.Minute)
+	ref, err := db.Decide(ctx, "appr0000000000001", prompt.Decision{Status: prompt.ApprovalRejected, By: "alice", At: at, Note: "too risky"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := p.Output[1].Call
-	if promptID != "p1" || callID != "c1" || tool != c.Name || input != c.Arguments || reason != c.Approval.Reason ||
-		status != "done" || by != "bob" || decidedAt == nil || *decidedAt != t0.Add(time.Minute).UTC().Format(time.RFC3339Nano) {
-		t.Fatalf("row: %s %s %s %s %s %s %s %v %s", promptID, callID, tool, input, reason, status, by, decidedAt, note)
+	want := prompt.ApprovalRef{ID: "appr0000000000001", PromptID: "p1", ConversationID: "c", CallID: "c1",
+		Status: prompt.ApprovalRejected, DecidedBy: "alice", DecidedAt: at.UTC(), Note: "too risky"}
+	if ref != want {
+		t.Fatalf("ref = %+v, want %+v", ref, want)
+	}
+	got, _ := db.LoadPrompt(ctx, "p1")
+	if got.State != prompt.StateRunning || got.Rev != 2 {
+		t.Fatalf("prompt after a decision: %s rev %d; want running at the next revision", got.State, got.Rev)
+	}
+	if a := got.Output[1].Call.Approval; a.Status != prompt.ApprovalRejected || a.DecidedBy != "alice" {
+		t.Fatalf("loaded approval = %+v", a)
+	}
+	ref, err = db.Decide(ctx, "appr0000000000001", prompt.Decision{Status: prompt.ApprovalApproved, By: "bob", At: at})
+	if !errors.Is(err, prompt.ErrNotPending) || ref.DecidedBy != "alice" {
+		t.Fatalf("second decision: %+v, %v; want ErrNotPending with the first decision", ref, err)
+	}
+	if _, err := db.Decide(ctx, "nope", prompt.Decision{Status: prompt.ApprovalApproved, By: "bob", At: at}); !errors.Is(err, prompt.ErrNotFound) {
+		t.Fatalf("unknown approval: %v", err)
+	}
+	if _, err := db.Decide(ctx, "appr0000000000001", prompt.Decision{Status: prompt.ApprovalPending}); err == nil {
+		t.Fatal("pending accepted as a decision")
+	}
+}
+
+// The decision race: many presses at once, one decision.
+func TestDecideRaceHasOneWinner(t *testing.T) {
+	ctx := context.Background()
+	db, _ := openTemp(t)
+	if err := db.CreatePrompt(ctx, gatedPrompt("p1", "c", "appr0000000000001")); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	wins, lost := 0, 0
+	for i := range 100 {
+		wg.Go(func() {
+			d := prompt.Decision{Status: prompt.ApprovalApproved, By: fmt.Sprint("user", i), At: t0}
+			if i%2 == 1 {
+				d.Status = prompt.ApprovalRejected
+			}
+			_, err := db.Decide(ctx, "appr0000000000001", d)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				wins++
+			case errors.Is(err, prompt.ErrNotPending):
+				lost++
+			default:
+				t.Errorf("decide: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if wins != 1 || lost != 99 {
+		t.Fatalf("%d wins, %d lost; want exactly one decision", wins, lost)
+	}
+	got, _ := db.LoadPrompt(ctx, "p1")
+	if got.Rev != 2 {
+		t.Fatalf("rev = %d: the prompt moved on more than once", got.Rev)
+	}
+}
+
+func TestCancelPromptRejectsThePendingApproval(t *testing.T) {
+	ctx := context.Background()
+	db, _ := openTemp(t)
+	if err := db.CreatePrompt(ctx, gatedPrompt("p1", "c", "appr0000000000001")); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CancelPrompt(ctx, "p1", "alice", t0); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := db.LoadPrompt(ctx, "p1")
+	if got.CancelledBy != "alice" || got.State != prompt.StateRunning || got.Rev != 2 {
+		t.Fatalf("prompt = %s by %q rev %d", got.State, got.CancelledBy, got.Rev)
+	}
+	if a := got.Output[1].Call.Approval; a.Status != prompt.ApprovalRejected || a.Note != "cancelled" || a.DecidedBy != "alice" {
+		t.Fatalf("approval = %+v", a)
+	}
+	// A second cancel keeps who cancelled first.
+	if err := db.CancelPrompt(ctx, "p1", "bob", t0); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := db.LoadPrompt(ctx, "p1"); got.CancelledBy != "alice" {
+		t.Fatalf("cancelled by %q after a second cancel", got.CancelledBy)
+	}
+	done := next(got)
+	done.Rev = 4
+	done.State = prompt.StateFailed
+	if err := db.SavePrompt(ctx, done, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CancelPrompt(ctx, "p1", "alice", t0); !errors.Is(err, prompt.ErrNotPending) {
+		t.Fatalf("cancel an ended prompt: %v", err)
+	}
+	if err := db.CancelPrompt(ctx, "nope", "alice", t0); !errors.Is(err, prompt.ErrNotFound) {
+		t.Fatalf("cancel an unknown prompt: %v", err)
+	}
+}
+
+// A start pages the running and waiting prompts; a listing taken at a
+// restart does not run into prompts created after its first page.
+func TestListingsArePagedAndBounded(t *testing.T) {
+	ctx := context.Background()
+	db, _ := openTemp(t)
+	var waiting, running []string
+	for i := range 7 {
+		id := fmt.Sprintf("p%d", i)
+		if i%2 == 0 {
+			waiting = append(waiting, id)
+			if err := db.CreatePrompt(ctx, gatedPrompt(id, "c"+id, fmt.Sprintf("appr%012d", i))); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		running = append(running, id)
+		p := &prompt.Prompt{ID: id, ConversationID: "c" + id, State: prompt.StateRunning, Rev: 1, CreatedAt: t0, UpdatedAt: t0}
+		if err := db.CreatePrompt(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var gotWaiting []string
+	var cur prompt.Cursor
+	for page := 0; ; page++ {
+		ps, nextCur, err := db.WaitingPrompts(ctx, cur, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if page == 0 {
+			// Created after the first page: not part of this listing.
+			if err := db.CreatePrompt(ctx, gatedPrompt("late", "clate", "apprlate00000000")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, p := range ps {
+			if len(p.Output) != 3 || p.Output[1].Call.Approval == nil {
+				t.Fatalf("waiting prompt %s loaded without its items", p.ID)
+			}
+			gotWaiting = append(gotWaiting, p.ID)
+		}
+		if len(ps) < 2 {
+			break
+		}
+		cur = nextCur
+	}
+	if !reflect.DeepEqual(gotWaiting, waiting) {
+		t.Fatalf("waiting = %v, want %v", gotWaiting, waiting)
+	}
+	ids, _, err := db.RunningPrompts(ctx, prompt.Cursor{}, 100)
+	if err != nil || !reflect.DeepEqual(ids, running) {
+		t.Fatalf("running = %v, %v; want %v", ids, err, running)
 	}
 }
 
@@ -337,81 +425,63 @@ func TestHistory(t *testing.T) {
 	db, _ := openTemp(t)
 	var ids []string
 	for i := range 5 {
-		for _, conv := range []string{"a", "b"} {
-			id := fmt.Sprintf("%s%d", conv, i)
-			p := &prompt.Prompt{ID: id, ConversationID: conv, State: prompt.StateCompleted, Input: id, Rev: 1,
-				CreatedAt: t0, UpdatedAt: t0, // equal times: order is the order of saving
-				Output: []prompt.Item{{Type: prompt.ItemText, Turn: 1, Rev: 1, Text: "answer " + id}}}
-			if err := db.SavePrompt(ctx, p); err != nil {
-				t.Fatal(err)
-			}
-			if conv == "a" {
-				ids = append(ids, id)
-			}
+		id := fmt.Sprintf("p%d", i)
+		ids = append(ids, id)
+		p := &prompt.Prompt{ID: id, ConversationID: "c", State: prompt.StateRunning, Input: "q" + id, Rev: 1,
+			CreatedAt: t0, UpdatedAt: t0, Output: []prompt.Item{{Type: prompt.ItemText, Turn: 1, Text: "a" + id}}}
+		if err := db.CreatePrompt(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		done := next(p)
+		done.State = prompt.StateCompleted
+		if err := db.SavePrompt(ctx, done, nil); err != nil {
+			t.Fatal(err)
 		}
 	}
-	tests := []struct {
+	if err := db.CreatePrompt(ctx, &prompt.Prompt{ID: "other", ConversationID: "d", State: prompt.StateRunning, Rev: 1, CreatedAt: t0, UpdatedAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
 		before string
 		limit  int
 		want   []string
 	}{
 		{"", 10, ids},
 		{"", 2, ids[3:]},
-		{"a3", 2, ids[1:3]},
-		{"a0", 5, nil},
-		{"", 0, nil},
-	}
-	for _, tt := range tests {
-		got, err := db.History(ctx, "a", tt.before, tt.limit)
+		{"p3", 2, ids[1:3]},
+		{"p0", 5, nil},
+		{"p4", 0, nil},
+	} {
+		ps, err := db.History(ctx, "c", tc.before, tc.limit)
 		if err != nil {
-			t.Fatalf("before %q limit %d: %v", tt.before, tt.limit, err)
+			t.Fatal(err)
 		}
-		var gotIDs []string
-		for _, p := range got {
-			gotIDs = append(gotIDs, p.ID)
-			if p.FinalText() != "answer "+p.ID {
-				t.Errorf("%s: output %+v", p.ID, p.Output)
+		var got []string
+		for _, p := range ps {
+			got = append(got, p.ID)
+			if len(p.Output) != 1 || p.Output[0].Text != "a"+p.ID {
+				t.Errorf("history prompt %s without its items", p.ID)
 			}
 		}
-		if !reflect.DeepEqual(gotIDs, tt.want) {
-			t.Errorf("before %q limit %d: %v, want %v", tt.before, tt.limit, gotIDs, tt.want)
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("history before %q limit %d = %v, want %v", tc.before, tc.limit, got, tc.want)
 		}
 	}
-	if _, err := db.History(ctx, "a", "nope", 5); !errors.Is(err, prompt.ErrNotFound) {
-		t.Errorf("unknown beforeID: %v", err)
-	}
-	// prompt.Store: ErrNotFound if beforeID is not a prompt of that
-	// conversation, as MemStore does.
-	if got, err := db.History(ctx, "a", "b3", 10); !errors.Is(err, prompt.ErrNotFound) {
-		t.Errorf("beforeID of another conversation: %d prompts, %v; want ErrNotFound", len(got), err)
+	if _, err := db.History(ctx, "c", "other", 5); !errors.Is(err, prompt.ErrNotFound) {
+		t.Fatalf("history before a prompt of another conversation: %v", err)
 	}
 }
 
-func containsAll(s string, parts ...string) bool {
-	for _, p := range parts {
-		if !strings.Contains(s, p) {
-			return false
-		}
-	}
-	return true
-}
-
-func TestSavePromptCannotDecideAPendingApproval(t *testing.T) {
+func TestClosedStoreGivesClearErrors(t *testing.T) {
 	ctx := context.Background()
 	db, _ := openTemp(t)
-	p := gatedPrompt("p1", "conv", "appr0000000000001")
-	if err := db.SavePrompt(ctx, p); err != nil {
-		t.Fatal(err)
+	db.Close()
+	if err := db.CreatePrompt(ctx, gatedPrompt("p1", "c", "appr0000000000001")); err == nil || !strings.Contains(err.Error(), "p1") {
+		t.Fatalf("create on a closed store: %v", err)
 	}
-	if err := db.SavePrompt(ctx, decided(p, true, "mallory")); err == nil {
-		t.Fatal("a decision was saved without the compare-and-set")
-	}
-	other := gatedPrompt("p2", "conv2", "appr0000000000001") // same approval ID, another call
-	if err := db.SavePrompt(ctx, other); err == nil {
-		t.Fatal("an approval ID was taken over by another prompt")
-	}
-	ref, err := db.FindApproval(ctx, "appr0000000000001")
-	if err != nil || ref.Status != prompt.CallPending || ref.PromptID != "p1" {
-		t.Fatalf("approval now %+v, %v", ref, err)
+	if _, err := db.LoadPrompt(ctx, "p1"); err == nil {
+		t.Fatal("load on a closed store worked")
 	}
 }
+
+var _ prompt.Store = (*store.DB)(nil)
