@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"tollgate/llm"
 )
 
 func envOf(m map[string]string) func(string) string {
@@ -17,10 +20,62 @@ func TestConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.TelegramAPIURL != "https://api.telegram.org" || cfg.LLMBaseURL != "https://api.openai.com/v1" ||
-		cfg.DatabasePath != "data/tollgate.db" || cfg.LogLevel != "info" || cfg.WebfetchAllowPrivate ||
-		len(cfg.allowedUsers) != 0 || cfg.LLMSystemPrompt != defaultSystemPrompt || cfg.LLMModel == "" {
+	if cfg.DatabasePath != "data/tollgate.db" || cfg.LogLevel != "info" || cfg.WebfetchAllowPrivate ||
+		len(cfg.allowedUsers) != 0 || cfg.LLMSystemPrompt != defaultSystemPrompt || cfg.LLMModel == "" ||
+		cfg.ShutdownTimeout != 30*time.Second {
 		t.Fatalf("defaults = %+v", cfg)
+	}
+	// Defaults a constructor owns are passed on unset, so that one applies.
+	if cfg.TelegramAPIURL != "" || cfg.LLMBaseURL != "" || cfg.LLMTimeout != 0 {
+		t.Fatalf("constructor-owned settings were given a value: %+v", cfg)
+	}
+	// The start-up line still shows what the bot will use.
+	sum := summaryMap(cfg)
+	if sum["llm_base_url"] != llm.DefaultBaseURL || sum["telegram_api_url"] != "(default)" {
+		t.Fatalf("summary = %v", sum)
+	}
+}
+
+// summaryMap turns the summary's key-value list into a map.
+func summaryMap(cfg config) map[string]any {
+	kv := cfg.summary()
+	m := map[string]any{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i].(string)] = kv[i+1]
+	}
+	return m
+}
+
+func TestLLMTimeoutZeroMeansLLMsDefault(t *testing.T) {
+	cfg, err := loadConfig(envOf(map[string]string{"TELEGRAM_BOT_TOKEN": "t", "LLM_TIMEOUT": "0s"}))
+	if err != nil || cfg.LLMTimeout != 0 {
+		t.Fatalf("LLM_TIMEOUT=0s: %v, %v; want it passed on as 0", cfg.LLMTimeout, err)
+	}
+	cfg, err = loadConfig(envOf(map[string]string{"TELEGRAM_BOT_TOKEN": "t", "LLM_TIMEOUT": "5m"}))
+	if err != nil || cfg.LLMTimeout != 5*time.Minute {
+		t.Fatalf("LLM_TIMEOUT=5m: %v, %v", cfg.LLMTimeout, err)
+	}
+	// README promises 120s; it is llm's default now, not this package's.
+	if llm.DefaultTimeout != 120*time.Second {
+		t.Fatalf("llm.DefaultTimeout = %v; README documents 120s", llm.DefaultTimeout)
+	}
+}
+
+// TestMissingKeyWarningWithDefaultBaseURL: LLM_BASE_URL unset means
+// OpenAI's endpoint, so an empty key still earns the warning.
+func TestMissingKeyWarningWithDefaultBaseURL(t *testing.T) {
+	var stdout, stderr strings.Builder
+	// A database path the store refuses ends run right after the warnings.
+	err := run(context.Background(), []string{"bot"},
+		envOf(map[string]string{"TELEGRAM_BOT_TOKEN": "t", "DATABASE_PATH": "file:x.db"}), &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "DATABASE_PATH") {
+		t.Fatalf("run: %v; want the database error", err)
+	}
+	if !strings.Contains(stderr.String(), "LLM_API_KEY is empty but LLM_BASE_URL is OpenAI's") {
+		t.Fatalf("no warning about the missing key in:\n%s", stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "llm_base_url="+llm.DefaultBaseURL) {
+		t.Fatalf("start-up line does not show the default endpoint:\n%s", stderr.String())
 	}
 }
 
@@ -69,6 +124,9 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "LOG_LEVEL": "loud"}, "LOG_LEVEL"},
 		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "WEBFETCH_ALLOW_PRIVATE": "yes please"}, `WEBFETCH_ALLOW_PRIVATE: "yes please" is not a valid boolean`},
 		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "SHUTDOWN_TIMEOUT": "soon"}, `SHUTDOWN_TIMEOUT: "soon" is not a valid duration`},
+		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "SHUTDOWN_TIMEOUT": "0s"}, "SHUTDOWN_TIMEOUT must be positive"},
+		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "LLM_TIMEOUT": "-1s"}, "LLM_TIMEOUT must not be negative"},
+		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "LLM_TIMEOUT": "2"}, `LLM_TIMEOUT: "2" is not a valid duration`},
 		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "WEBHOOK_URL": "https://x/h"}, "WEBHOOK_SECRET is required"},
 		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "WEBHOOK_URL": "https://x/h", "WEBHOOK_SECRET": "s"}, "LISTEN_ADDR is required"},
 		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "WEBHOOK_URL": "bot.example.com/h", "WEBHOOK_SECRET": "s", "LISTEN_ADDR": ":1"}, "WEBHOOK_URL"},
