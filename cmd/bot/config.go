@@ -41,6 +41,10 @@ type config struct {
 	LLMModel             string        `env:"LLM_MODEL" envDefault:"gpt-4.1-mini"`
 	LLMSystemPrompt      string        `env:"LLM_SYSTEM_PROMPT"`
 	LLMTimeout           time.Duration `env:"LLM_TIMEOUT"`
+	// AgentWorkers is how many prompts the agent advances at once (model
+	// requests and tools running at the same time); 0 leaves it to
+	// prompt.Config's default.
+	AgentWorkers         int           `env:"AGENT_WORKERS"`
 	DatabasePath         string        `env:"DATABASE_PATH" envDefault:"data/tollgate.db"`
 	WebfetchDomains      []string      `env:"WEBFETCH_ALLOWED_DOMAINS" envSeparator:","`
 	WebfetchAllowPrivate bool          `env:"WEBFETCH_ALLOW_PRIVATE"`
@@ -126,6 +130,10 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if cfg.LLMTimeout < 0 {
 		errs = append(errs, errors.New("LLM_TIMEOUT must not be negative"))
 	}
+	// 0 is unset: the prompt service applies its default.
+	if cfg.AgentWorkers < 0 {
+		errs = append(errs, fmt.Errorf("AGENT_WORKERS: %d must not be negative (leave it unset for the default)", cfg.AgentWorkers))
+	}
 	return cfg, errors.Join(errs...)
 }
 
@@ -158,6 +166,8 @@ func kindOf(goType string) string {
 		return "boolean (true or false)"
 	case "time.Duration":
 		return "duration (for example 30s or 2m)"
+	case "int":
+		return "whole number"
 	default:
 		return goType
 	}
@@ -215,6 +225,7 @@ func (c config) summary() []any {
 		"llm_base_url", c.llmBaseURL(),
 		"llm_api_key", mask(c.LLMAPIKey),
 		"llm_model", c.LLMModel,
+		"agent_workers", orDefault(c.AgentWorkers),
 		"database_path", c.DatabasePath,
 		"webfetch_allowed_domains", c.WebfetchDomains,
 		"webfetch_allow_private", c.WebfetchAllowPrivate,
@@ -236,12 +247,14 @@ func (c config) llmBaseURL() string {
 }
 
 // orDefault shows an unset setting whose default a constructor owns and
-// does not export, rather than printing a blank or a copy of the default.
-func orDefault(s string) string {
-	if s == "" {
+// does not export, rather than printing a zero value or a copy of the
+// default that could go stale.
+func orDefault[T comparable](v T) any {
+	var zero T
+	if v == zero {
 		return "(default)"
 	}
-	return s
+	return v
 }
 
 // mask shows whether a secret is set without showing it.

@@ -26,12 +26,12 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatalf("defaults = %+v", cfg)
 	}
 	// Defaults a constructor owns are passed on unset, so that one applies.
-	if cfg.TelegramAPIURL != "" || cfg.LLMBaseURL != "" || cfg.LLMTimeout != 0 {
+	if cfg.TelegramAPIURL != "" || cfg.LLMBaseURL != "" || cfg.LLMTimeout != 0 || cfg.AgentWorkers != 0 {
 		t.Fatalf("constructor-owned settings were given a value: %+v", cfg)
 	}
 	// The start-up line still shows what the bot will use.
 	sum := summaryMap(cfg)
-	if sum["llm_base_url"] != llm.DefaultBaseURL || sum["telegram_api_url"] != "(default)" {
+	if sum["llm_base_url"] != llm.DefaultBaseURL || sum["telegram_api_url"] != "(default)" || sum["agent_workers"] != "(default)" {
 		t.Fatalf("summary = %v", sum)
 	}
 }
@@ -58,6 +58,41 @@ func TestLLMTimeoutZeroMeansLLMsDefault(t *testing.T) {
 	// README promises 120s; it is llm's default now, not this package's.
 	if llm.DefaultTimeout != 120*time.Second {
 		t.Fatalf("llm.DefaultTimeout = %v; README documents 120s", llm.DefaultTimeout)
+	}
+}
+
+func TestAgentWorkers(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		want  int
+		err   string
+	}{
+		{"", 0, ""}, // unset: the prompt service's default
+		{"0", 0, ""},
+		{"4", 4, ""},
+		{"64", 64, ""},
+		{"-1", 0, "AGENT_WORKERS: -1 must not be negative"},
+		{"lots", 0, `AGENT_WORKERS: "lots" is not a valid whole number`},
+		{"2.5", 0, `AGENT_WORKERS: "2.5" is not a valid whole number`},
+	} {
+		cfg, err := loadConfig(envOf(map[string]string{"TELEGRAM_BOT_TOKEN": "t", "AGENT_WORKERS": tc.value}))
+		switch {
+		case tc.err != "":
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("AGENT_WORKERS=%q: err = %v, want it to contain %q", tc.value, err, tc.err)
+			}
+		case err != nil:
+			t.Errorf("AGENT_WORKERS=%q: %v", tc.value, err)
+		case cfg.AgentWorkers != tc.want:
+			t.Errorf("AGENT_WORKERS=%q: AgentWorkers = %d, want %d", tc.value, cfg.AgentWorkers, tc.want)
+		}
+	}
+	cfg, err := loadConfig(envOf(map[string]string{"TELEGRAM_BOT_TOKEN": "t", "AGENT_WORKERS": "4"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := summaryMap(cfg)["agent_workers"]; got != 4 {
+		t.Errorf("summary agent_workers = %v, want 4", got)
 	}
 }
 
