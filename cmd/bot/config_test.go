@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caarlos0/env/v11"
+
 	"tollgate/llm"
 )
 
@@ -199,5 +201,53 @@ func TestEnvFileIsReadLiterallyAndTheEnvironmentWins(t *testing.T) {
 	var out strings.Builder
 	if err := run(context.Background(), []string{"bot", "--env-file"}, envOf(nil), &out, &out); err == nil {
 		t.Fatal("--env-file without a name accepted")
+	}
+}
+
+// TestDocsMatchConfig keeps README's configuration table and .env.example
+// true: every variable is documented, and each default shown is the one
+// that applies, whether cmd/bot or a constructor owns it.
+func TestDocsMatchConfig(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	example, err := os.ReadFile("../../.env.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The default cell of each variable in the table.
+	table := map[string]string{}
+	for _, line := range strings.Split(string(readme), "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 {
+			continue
+		}
+		for _, name := range strings.Split(cells[1], ",") {
+			name = strings.Trim(strings.TrimSpace(name), "`")
+			table[name] = strings.TrimSpace(cells[2])
+		}
+	}
+	params, err := env.GetFieldParams(&config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range params {
+		cell, ok := table[p.Key]
+		if !ok {
+			t.Errorf("README's configuration table has no row for %s", p.Key)
+		}
+		if !strings.Contains(string(example), "\n"+p.Key+"=") {
+			t.Errorf(".env.example has no %s= line", p.Key)
+		}
+		if p.HasDefaultValue && cell != "`"+p.DefaultValue+"`" {
+			t.Errorf("README shows %s's default as %s; it is %q", p.Key, cell, p.DefaultValue)
+		}
+	}
+	if d, err := time.ParseDuration(strings.Trim(table["LLM_TIMEOUT"], "`")); err != nil || d != llm.DefaultTimeout {
+		t.Errorf("README shows LLM_TIMEOUT's default as %s; llm.DefaultTimeout is %v", table["LLM_TIMEOUT"], llm.DefaultTimeout)
+	}
+	if table["LLM_BASE_URL"] != "`"+llm.DefaultBaseURL+"`" {
+		t.Errorf("README shows LLM_BASE_URL's default as %s; llm.DefaultBaseURL is %s", table["LLM_BASE_URL"], llm.DefaultBaseURL)
 	}
 }
