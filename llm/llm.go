@@ -23,7 +23,10 @@ const DefaultBaseURL = "https://api.openai.com/v1"
 
 // Defaults for Config.
 const (
-	DefaultTimeout    = 60 * time.Second
+	// DefaultTimeout is generous because a long answer from a slow or
+	// local model takes minutes; it is also what LLM_TIMEOUT has always
+	// defaulted to, so deployments that leave it unset keep their limit.
+	DefaultTimeout    = 120 * time.Second
 	DefaultMaxRetries = 3
 )
 

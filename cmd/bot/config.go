@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/caarlos0/env/v11"
+
+	"tollgate/llm"
 )
 
 // defaultSystemPrompt tells the agent how approvals work, so it explains
@@ -22,18 +24,30 @@ and ask how to go on. Answer concisely; plain text or simple Markdown.`
 
 // config is the whole configuration, read once from the environment.
 // The variable names are a contract with users' deployments: never rename.
+//
+// A setting that a constructor also defaults (the Telegram API URL, the
+// model's base URL and timeout) has no envDefault here: unset, it is passed
+// on as the zero value and the constructor's default applies, so each
+// default lives in one place. An envDefault stays only where the
+// constructor has none (llm and store require the model name and database
+// path; prompt takes an empty system prompt to mean none) or nothing but
+// this package uses the value.
 type config struct {
 	TelegramToken        string        `env:"TELEGRAM_BOT_TOKEN"`
-	TelegramAPIURL       string        `env:"TELEGRAM_API_URL" envDefault:"https://api.telegram.org"`
+	TelegramAPIURL       string        `env:"TELEGRAM_API_URL"`
 	TelegramAllowedUsers string        `env:"TELEGRAM_ALLOWED_USERS"`
-	LLMBaseURL           string        `env:"LLM_BASE_URL" envDefault:"https://api.openai.com/v1"`
+	LLMBaseURL           string        `env:"LLM_BASE_URL"`
 	LLMAPIKey            string        `env:"LLM_API_KEY"`
 	LLMModel             string        `env:"LLM_MODEL" envDefault:"gpt-4.1-mini"`
 	LLMSystemPrompt      string        `env:"LLM_SYSTEM_PROMPT"`
-	LLMTimeout           time.Duration `env:"LLM_TIMEOUT" envDefault:"120s"`
+	LLMTimeout           time.Duration `env:"LLM_TIMEOUT"`
+	// AgentWorkers is how many prompts the agent advances at once (model
+	// requests and tools running at the same time); 0 leaves it to
+	// prompt.Config's default.
+	AgentWorkers         int           `env:"AGENT_WORKERS"`
 	DatabasePath         string        `env:"DATABASE_PATH" envDefault:"data/tollgate.db"`
 	WebfetchDomains      []string      `env:"WEBFETCH_ALLOWED_DOMAINS" envSeparator:","`
-	WebfetchAllowPrivate bool          `env:"WEBFETCH_ALLOW_PRIVATE" envDefault:"false"`
+	WebfetchAllowPrivate bool          `env:"WEBFETCH_ALLOW_PRIVATE"`
 	LogLevel             string        `env:"LOG_LEVEL" envDefault:"info"`
 	WebhookURL           string        `env:"WEBHOOK_URL"`
 	WebhookSecret        string        `env:"WEBHOOK_SECRET"`
@@ -65,11 +79,17 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if strings.TrimSpace(cfg.TelegramToken) == "" {
 		errs = append(errs, errors.New("TELEGRAM_BOT_TOKEN is required: create a bot with @BotFather, then cp .env.example .env and set it there"))
 	}
-	if err := checkURL(cfg.TelegramAPIURL); err != nil {
-		errs = append(errs, fmt.Errorf("TELEGRAM_API_URL: %w", err))
+	// Unset URLs are left to bot.New and llm.New; a set one is checked
+	// here so its error names the variable.
+	if cfg.TelegramAPIURL != "" {
+		if err := checkURL(cfg.TelegramAPIURL); err != nil {
+			errs = append(errs, fmt.Errorf("TELEGRAM_API_URL: %w", err))
+		}
 	}
-	if err := checkURL(cfg.LLMBaseURL); err != nil {
-		errs = append(errs, fmt.Errorf("LLM_BASE_URL: %w", err))
+	if cfg.LLMBaseURL != "" {
+		if err := checkURL(cfg.LLMBaseURL); err != nil {
+			errs = append(errs, fmt.Errorf("LLM_BASE_URL: %w", err))
+		}
 	}
 	if strings.TrimSpace(cfg.LLMModel) == "" {
 		errs = append(errs, errors.New("LLM_MODEL must not be empty"))
@@ -106,8 +126,13 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if cfg.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("SHUTDOWN_TIMEOUT must be positive"))
 	}
-	if cfg.LLMTimeout <= 0 {
-		errs = append(errs, errors.New("LLM_TIMEOUT must be positive"))
+	// 0 is unset: llm.New applies its default.
+	if cfg.LLMTimeout < 0 {
+		errs = append(errs, errors.New("LLM_TIMEOUT must not be negative"))
+	}
+	// 0 is unset: the prompt service applies its default.
+	if cfg.AgentWorkers < 0 {
+		errs = append(errs, fmt.Errorf("AGENT_WORKERS: %d must not be negative (leave it unset for the default)", cfg.AgentWorkers))
 	}
 	return cfg, errors.Join(errs...)
 }
@@ -141,6 +166,8 @@ func kindOf(goType string) string {
 		return "boolean (true or false)"
 	case "time.Duration":
 		return "duration (for example 30s or 2m)"
+	case "int":
+		return "whole number"
 	default:
 		return goType
 	}
@@ -192,12 +219,13 @@ func (c config) summary() []any {
 		mode = "webhook"
 	}
 	return []any{
-		"telegram_api_url", c.TelegramAPIURL,
+		"telegram_api_url", orDefault(c.TelegramAPIURL),
 		"telegram_bot_token", mask(c.TelegramToken),
 		"allowed_users", c.allowedUsers,
-		"llm_base_url", c.LLMBaseURL,
+		"llm_base_url", c.llmBaseURL(),
 		"llm_api_key", mask(c.LLMAPIKey),
 		"llm_model", c.LLMModel,
+		"agent_workers", orDefault(c.AgentWorkers),
 		"database_path", c.DatabasePath,
 		"webfetch_allowed_domains", c.WebfetchDomains,
 		"webfetch_allow_private", c.WebfetchAllowPrivate,
@@ -207,6 +235,26 @@ func (c config) summary() []any {
 		"listen_addr", c.ListenAddr,
 		"log_level", c.logLevel.String(),
 	}
+}
+
+// llmBaseURL is the endpoint llm.New will use: LLM_BASE_URL, or llm's
+// default when it is unset.
+func (c config) llmBaseURL() string {
+	if c.LLMBaseURL == "" {
+		return llm.DefaultBaseURL
+	}
+	return c.LLMBaseURL
+}
+
+// orDefault shows an unset setting whose default a constructor owns and
+// does not export, rather than printing a zero value or a copy of the
+// default that could go stale.
+func orDefault[T comparable](v T) any {
+	var zero T
+	if v == zero {
+		return "(default)"
+	}
+	return v
 }
 
 // mask shows whether a secret is set without showing it.

@@ -6,6 +6,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+
+	"tollgate/llm"
 )
 
 func envOf(m map[string]string) func(string) string {
@@ -17,10 +22,97 @@ func TestConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.TelegramAPIURL != "https://api.telegram.org" || cfg.LLMBaseURL != "https://api.openai.com/v1" ||
-		cfg.DatabasePath != "data/tollgate.db" || cfg.LogLevel != "info" || cfg.WebfetchAllowPrivate ||
-		len(cfg.allowedUsers) != 0 || cfg.LLMSystemPrompt != defaultSystemPrompt || cfg.LLMModel == "" {
+	if cfg.DatabasePath != "data/tollgate.db" || cfg.LogLevel != "info" || cfg.WebfetchAllowPrivate ||
+		len(cfg.allowedUsers) != 0 || cfg.LLMSystemPrompt != defaultSystemPrompt || cfg.LLMModel == "" ||
+		cfg.ShutdownTimeout != 30*time.Second {
 		t.Fatalf("defaults = %+v", cfg)
+	}
+	// Defaults a constructor owns are passed on unset, so that one applies.
+	if cfg.TelegramAPIURL != "" || cfg.LLMBaseURL != "" || cfg.LLMTimeout != 0 || cfg.AgentWorkers != 0 {
+		t.Fatalf("constructor-owned settings were given a value: %+v", cfg)
+	}
+	// The start-up line still shows what the bot will use.
+	sum := summaryMap(cfg)
+	if sum["llm_base_url"] != llm.DefaultBaseURL || sum["telegram_api_url"] != "(default)" || sum["agent_workers"] != "(default)" {
+		t.Fatalf("summary = %v", sum)
+	}
+}
+
+// summaryMap turns the summary's key-value list into a map.
+func summaryMap(cfg config) map[string]any {
+	kv := cfg.summary()
+	m := map[string]any{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i].(string)] = kv[i+1]
+	}
+	return m
+}
+
+func TestLLMTimeoutZeroMeansLLMsDefault(t *testing.T) {
+	cfg, err := loadConfig(envOf(map[string]string{"TELEGRAM_BOT_TOKEN": "t", "LLM_TIMEOUT": "0s"}))
+	if err != nil || cfg.LLMTimeout != 0 {
+		t.Fatalf("LLM_TIMEOUT=0s: %v, %v; want it passed on as 0", cfg.LLMTimeout, err)
+	}
+	cfg, err = loadConfig(envOf(map[string]string{"TELEGRAM_BOT_TOKEN": "t", "LLM_TIMEOUT": "5m"}))
+	if err != nil || cfg.LLMTimeout != 5*time.Minute {
+		t.Fatalf("LLM_TIMEOUT=5m: %v, %v", cfg.LLMTimeout, err)
+	}
+	// README promises 120s; it is llm's default now, not this package's.
+	if llm.DefaultTimeout != 120*time.Second {
+		t.Fatalf("llm.DefaultTimeout = %v; README documents 120s", llm.DefaultTimeout)
+	}
+}
+
+func TestAgentWorkers(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		want  int
+		err   string
+	}{
+		{"", 0, ""}, // unset: the prompt service's default
+		{"0", 0, ""},
+		{"4", 4, ""},
+		{"64", 64, ""},
+		{"-1", 0, "AGENT_WORKERS: -1 must not be negative"},
+		{"lots", 0, `AGENT_WORKERS: "lots" is not a valid whole number`},
+		{"2.5", 0, `AGENT_WORKERS: "2.5" is not a valid whole number`},
+	} {
+		cfg, err := loadConfig(envOf(map[string]string{"TELEGRAM_BOT_TOKEN": "t", "AGENT_WORKERS": tc.value}))
+		switch {
+		case tc.err != "":
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("AGENT_WORKERS=%q: err = %v, want it to contain %q", tc.value, err, tc.err)
+			}
+		case err != nil:
+			t.Errorf("AGENT_WORKERS=%q: %v", tc.value, err)
+		case cfg.AgentWorkers != tc.want:
+			t.Errorf("AGENT_WORKERS=%q: AgentWorkers = %d, want %d", tc.value, cfg.AgentWorkers, tc.want)
+		}
+	}
+	cfg, err := loadConfig(envOf(map[string]string{"TELEGRAM_BOT_TOKEN": "t", "AGENT_WORKERS": "4"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := summaryMap(cfg)["agent_workers"]; got != 4 {
+		t.Errorf("summary agent_workers = %v, want 4", got)
+	}
+}
+
+// TestMissingKeyWarningWithDefaultBaseURL: LLM_BASE_URL unset means
+// OpenAI's endpoint, so an empty key still earns the warning.
+func TestMissingKeyWarningWithDefaultBaseURL(t *testing.T) {
+	var stdout, stderr strings.Builder
+	// A database path the store refuses ends run right after the warnings.
+	err := run(context.Background(), []string{"bot"},
+		envOf(map[string]string{"TELEGRAM_BOT_TOKEN": "t", "DATABASE_PATH": "file:x.db"}), &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "DATABASE_PATH") {
+		t.Fatalf("run: %v; want the database error", err)
+	}
+	if !strings.Contains(stderr.String(), "LLM_API_KEY is empty but LLM_BASE_URL is OpenAI's") {
+		t.Fatalf("no warning about the missing key in:\n%s", stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "llm_base_url="+llm.DefaultBaseURL) {
+		t.Fatalf("start-up line does not show the default endpoint:\n%s", stderr.String())
 	}
 }
 
@@ -69,6 +161,9 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "LOG_LEVEL": "loud"}, "LOG_LEVEL"},
 		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "WEBFETCH_ALLOW_PRIVATE": "yes please"}, `WEBFETCH_ALLOW_PRIVATE: "yes please" is not a valid boolean`},
 		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "SHUTDOWN_TIMEOUT": "soon"}, `SHUTDOWN_TIMEOUT: "soon" is not a valid duration`},
+		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "SHUTDOWN_TIMEOUT": "0s"}, "SHUTDOWN_TIMEOUT must be positive"},
+		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "LLM_TIMEOUT": "-1s"}, "LLM_TIMEOUT must not be negative"},
+		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "LLM_TIMEOUT": "2"}, `LLM_TIMEOUT: "2" is not a valid duration`},
 		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "WEBHOOK_URL": "https://x/h"}, "WEBHOOK_SECRET is required"},
 		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "WEBHOOK_URL": "https://x/h", "WEBHOOK_SECRET": "s"}, "LISTEN_ADDR is required"},
 		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "WEBHOOK_URL": "bot.example.com/h", "WEBHOOK_SECRET": "s", "LISTEN_ADDR": ":1"}, "WEBHOOK_URL"},
@@ -106,5 +201,53 @@ func TestEnvFileIsReadLiterallyAndTheEnvironmentWins(t *testing.T) {
 	var out strings.Builder
 	if err := run(context.Background(), []string{"bot", "--env-file"}, envOf(nil), &out, &out); err == nil {
 		t.Fatal("--env-file without a name accepted")
+	}
+}
+
+// TestDocsMatchConfig keeps README's configuration table and .env.example
+// true: every variable is documented, and each default shown is the one
+// that applies, whether cmd/bot or a constructor owns it.
+func TestDocsMatchConfig(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	example, err := os.ReadFile("../../.env.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The default cell of each variable in the table.
+	table := map[string]string{}
+	for _, line := range strings.Split(string(readme), "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 {
+			continue
+		}
+		for _, name := range strings.Split(cells[1], ",") {
+			name = strings.Trim(strings.TrimSpace(name), "`")
+			table[name] = strings.TrimSpace(cells[2])
+		}
+	}
+	params, err := env.GetFieldParams(&config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range params {
+		cell, ok := table[p.Key]
+		if !ok {
+			t.Errorf("README's configuration table has no row for %s", p.Key)
+		}
+		if !strings.Contains(string(example), "\n"+p.Key+"=") {
+			t.Errorf(".env.example has no %s= line", p.Key)
+		}
+		if p.HasDefaultValue && cell != "`"+p.DefaultValue+"`" {
+			t.Errorf("README shows %s's default as %s; it is %q", p.Key, cell, p.DefaultValue)
+		}
+	}
+	if d, err := time.ParseDuration(strings.Trim(table["LLM_TIMEOUT"], "`")); err != nil || d != llm.DefaultTimeout {
+		t.Errorf("README shows LLM_TIMEOUT's default as %s; llm.DefaultTimeout is %v", table["LLM_TIMEOUT"], llm.DefaultTimeout)
+	}
+	if table["LLM_BASE_URL"] != "`"+llm.DefaultBaseURL+"`" {
+		t.Errorf("README shows LLM_BASE_URL's default as %s; llm.DefaultBaseURL is %s", table["LLM_BASE_URL"], llm.DefaultBaseURL)
 	}
 }

@@ -92,7 +92,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
 	log.Info("starting tollgate", append([]any{"version", buildVersion()}, cfg.summary()...)...)
-	if cfg.LLMAPIKey == "" && strings.Contains(cfg.LLMBaseURL, "api.openai.com") {
+	if cfg.LLMAPIKey == "" && strings.Contains(cfg.llmBaseURL(), "api.openai.com") {
 		log.Warn("LLM_API_KEY is empty but LLM_BASE_URL is OpenAI's: every request will be refused; set LLM_API_KEY, or point LLM_BASE_URL at a local server")
 	}
 	if len(cfg.allowedUsers) == 0 {

@@ -5,8 +5,8 @@
 // A Server answers requests with a script of replies, in order, and records
 // every request it receives, decoded. It refuses what the real API
 // refuses (a malformed body, an unanswered tool call, a tool name with a
-// dot) with an error in OpenAI's shape and, while strict (the default),
-// fails the test too: the fake must never accept what production would not.
+// dot) with an error in OpenAI's shape and fails the test too: the fake
+// must never accept what production would not.
 //
 // A Server is safe for concurrent use. Each request takes the next reply of
 // the script in the order the requests arrive; replies that are held back
@@ -154,16 +154,6 @@ func (r Request) Last() Message {
 	return r.Messages[len(r.Messages)-1]
 }
 
-// ToolResult returns the content of the tool message answering call id.
-func (r Request) ToolResult(id string) (string, bool) {
-	for _, m := range r.Messages {
-		if m.Role == "tool" && m.ToolCallID == id {
-			return m.Content, true
-		}
-	}
-	return "", false
-}
-
 // Server is the fake endpoint. Its methods are safe for concurrent use.
 type Server struct {
 	t    testing.TB
@@ -173,7 +163,6 @@ type Server struct {
 	mu       sync.Mutex
 	apiKey   string
 	model    string
-	lax      bool
 	script   []Reply
 	fallback func(Request) Reply
 	requests []Request
@@ -210,14 +199,6 @@ func (s *Server) RequireModel(model string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.model = model
-}
-
-// SetStrict says whether an invalid request also fails the test (the
-// default). A test of the validation itself turns it off.
-func (s *Server) SetStrict(strict bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.lax = !strict
 }
 
 // Add appends replies to the script.
@@ -323,11 +304,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.requests = append(s.requests, req)
 	close(s.arrived)
 	s.arrived = make(chan struct{})
-	lax := s.lax
 	s.mu.Unlock()
 
 	if ref != nil {
-		if ref.strict && !lax {
+		if ref.strict {
 			s.t.Errorf("llmtest: request %d refused: %s", n, ref.err.Message)
 		}
 		writeJSON(w, ref.status, map[string]any{"error": ref.err})

@@ -144,11 +144,8 @@ func TestRecordsDecodedRequests(t *testing.T) {
 	if c := r.Messages[1].ToolCalls; len(c) != 2 || c[1].Arguments != "{bad json" {
 		t.Errorf("tool calls = %+v", c)
 	}
-	if got, ok := r.ToolResult("call_llmtest_1"); !ok || got != "A" {
-		t.Errorf("ToolResult = %q, %v", got, ok)
-	}
-	if _, ok := r.ToolResult("nope"); ok {
-		t.Error("ToolResult found a result for an unknown call")
+	if m := r.Messages[3]; m.Role != "tool" || m.ToolCallID != "call_llmtest_1" || m.Content != "A" {
+		t.Errorf("tool result = %+v", m)
 	}
 }
 
@@ -231,18 +228,6 @@ func TestRefusesWhatTheRealAPIRefuses(t *testing.T) {
 				t.Errorf("next valid request got %d", status)
 			}
 		})
-	}
-}
-
-func TestLaxServerDoesNotFailTheTest(t *testing.T) {
-	rec := &recTB{TB: t}
-	s := NewServer(rec)
-	s.SetStrict(false)
-	if status, _, _ := post(t, s.URL()+"/chat/completions", `{}`); status != 400 {
-		t.Errorf("status %d", status)
-	}
-	if rec.Errors() != 0 {
-		t.Errorf("%d test errors from a lax server", rec.Errors())
 	}
 }
 

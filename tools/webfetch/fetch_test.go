@@ -327,10 +327,13 @@ func TestConnectTimeCheckRefusesListedNameOnLoopback(t *testing.T) {
 	r := newResolver("example.com", "127.0.0.1", "v6.example.com", "::1", "mapped.example.com", "::ffff:127.0.0.1",
 		"meta.example.com", "169.254.169.254")
 	f := newFetcher(t, Config{Resolver: r, Seed: []string{"example.com", "*.example.com"}})
+	fetch := toolByName(t, f, ToolFetch)
 	for _, host := range []string{"example.com", "v6.example.com", "mapped.example.com", "meta.example.com"} {
-		ok, err := f.Allowed(context.Background(), "http://"+host+"/")
-		if err != nil || !ok {
-			t.Fatalf("%s: Allowed = %v, %v; the check under test must be the connect-time one", host, ok, err)
+		// The gate lets it through unasked, so the refusal below can only
+		// come from the connect-time check.
+		req, err := fetch.Gate(context.Background(), json.RawMessage(`{"url":"http://`+host+`/"}`))
+		if err != nil || req.Required {
+			t.Fatalf("%s: gate = %+v, %v; want listed, so the check under test is the connect-time one", host, req, err)
 		}
 		_, err = invoke(t, f, "http://"+host+"/")
 		if !errors.Is(err, ErrBlocked) {

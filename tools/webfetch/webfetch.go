@@ -268,16 +268,6 @@ func (f *Fetcher) allowed(ctx context.Context, h string) (bool, error) {
 	return newAllowlist(entries, f.seeded).matches(h), nil
 }
 
-// Allowed reports whether the URL may be fetched without approval: it
-// passes the checks and its host is on the allowlist.
-func (f *Fetcher) Allowed(ctx context.Context, rawURL string) (bool, error) {
-	t, err := f.checkURL(rawURL)
-	if err != nil {
-		return false, err
-	}
-	return f.allowed(ctx, t.host)
-}
-
 func (f *Fetcher) fetchGate(ctx context.Context, in fetchInput) (prompt.Requirement, error) {
 	t, err := f.checkURL(in.URL)
 	if err != nil {
