@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"tollgate/prompt"
@@ -24,12 +25,9 @@ func TestDuplicateKeysAreRefusedBeforeTheGate(t *testing.T) {
 		),
 		prompttest.Answer("sorry"),
 	)
-	c := h.create("go")
-	wantState(t, c, prompt.StateCompleted)
-	if len(h.approvals()) != 0 {
-		t.Fatalf("approval asked for ambiguous input: %+v", h.approvals())
-	}
-	res := lastToolResults(h.model)
+	h.endAs(h.create("go"), prompt.StateCompleted)
+	nothingOn(t, h.reqs, "approval asked for ambiguous input")
+	res := lastToolResults(t, h.script)
 	for _, id := range []string{"d", "n"} {
 		if !strings.Contains(res[id], `duplicate key "`) {
 			t.Errorf("result %s = %q, want a duplicate key error", id, res[id])
@@ -41,8 +39,11 @@ func TestDuplicateKeysAreRefusedBeforeTheGate(t *testing.T) {
 }
 
 func TestEqualKeysInDifferentObjectsAreFine(t *testing.T) {
+	var mu sync.Mutex
 	var got []string
 	anyTool := &prompt.Tool{Name: "test.any", Invoke: func(_ context.Context, in json.RawMessage) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
 		got = append(got, string(in))
 		return "ok", nil
 	}}
@@ -58,11 +59,13 @@ func TestEqualKeysInDifferentObjectsAreFine(t *testing.T) {
 	calls = append(calls, prompttest.Call("dup", "test.any", `{"a":[{"k":1,"k":2}]}`))
 	h := newHarness(t, opts{tools: func(*recorder) []*prompt.Tool { return []*prompt.Tool{anyTool} }},
 		prompttest.Calls(calls...), prompttest.Answer("done"))
-	wantState(t, h.create("go"), prompt.StateCompleted)
+	h.endAs(h.create("go"), prompt.StateCompleted)
+	mu.Lock()
+	defer mu.Unlock()
 	if !reflect.DeepEqual(got, args) {
 		t.Fatalf("ran with %q, want %q", got, args)
 	}
-	if res := lastToolResults(h.model)["dup"]; !strings.Contains(res, `duplicate key "k"`) {
+	if res := lastToolResults(t, h.script)["dup"]; !strings.Contains(res, `duplicate key "k"`) {
 		t.Fatalf("nested duplicate: %q", res)
 	}
 }
