@@ -25,26 +25,28 @@ func (db *DB) CreatePrompt(ctx context.Context, p *prompt.Prompt) error {
 	if err := checkPrompt(p); err != nil {
 		return fmt.Errorf("create prompt: %w", err)
 	}
-	err := db.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.StmtContext(ctx, db.stmt.insertPrompt).ExecContext(ctx,
-			p.ID, p.ConversationID, string(p.State), p.Input, p.Error, p.Turns, p.CancelledBy, p.Rev,
-			formatTime(p.CreatedAt), formatTime(p.UpdatedAt))
-		if isUnique(err, "prompts.conversation_id") {
-			return prompt.ErrBusy
-		}
-		if err != nil {
-			return fmt.Errorf("insert prompt: %w", err)
-		}
-		all := make([]int, len(p.Output))
-		for i := range all {
-			all[i] = i
-		}
-		return db.saveItems(ctx, tx, p, all)
-	})
+	err := db.write(ctx, func(tx *sql.Tx) error { return db.createPrompt(ctx, tx, p) })
 	if err != nil {
 		return fmt.Errorf("create prompt %s in %s: %w", p.ID, p.ConversationID, err)
 	}
 	return nil
+}
+
+func (db *DB) createPrompt(ctx context.Context, tx *sql.Tx, p *prompt.Prompt) error {
+	_, err := tx.StmtContext(ctx, db.stmt.insertPrompt).ExecContext(ctx,
+		p.ID, p.ConversationID, string(p.State), p.Input, p.Error, p.Turns, p.CancelledBy, p.Rev,
+		formatTime(p.CreatedAt), formatTime(p.UpdatedAt))
+	if isUnique(err, "prompts.conversation_id") {
+		return prompt.ErrBusy
+	}
+	if err != nil {
+		return fmt.Errorf("insert prompt: %w", err)
+	}
+	all := make([]int, len(p.Output))
+	for i := range all {
+		all[i] = i
+	}
+	return db.saveItems(ctx, tx, p, all)
 }
 
 // isUnique reports whether err is a unique-constraint failure on the given

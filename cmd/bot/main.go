@@ -132,11 +132,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 
 	svc, err := prompt.NewService(prompt.Config{
-		Model:  model,
-		Store:  db,
-		Tools:  fetcher.Tools(),
-		System: cfg.LLMSystemPrompt,
-		Logger: log,
+		Model:   model,
+		Store:   db,
+		Tools:   fetcher.Tools(),
+		System:  cfg.LLMSystemPrompt,
+		Workers: cfg.AgentWorkers,
+		Logger:  log,
 	})
 	if err != nil {
 		return fmt.Errorf("prompt service: %w", err)
@@ -161,13 +162,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("telegram: %w", err)
 	}
 
-	// Recovery before Telegram starts: the bot queues the re-sent requests
-	// and delivers them once it runs.
-	n, err := svc.Recover(ctx)
-	if err != nil {
-		return fmt.Errorf("recover pending prompts: %w", err)
-	}
-	log.Info("ready", "recovered_prompts", n)
+	// Recovery is the bot's first act once Telegram answers (bot.Run): it
+	// resumes the prompts left running and re-sends the requests left
+	// waiting, in an order that sends each once.
 
 	// Telegram keeps running through the service's shutdown, so answers of
 	// model turns that finish in it still reach their chats; the bot stops
