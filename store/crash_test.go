@@ -30,6 +30,8 @@ func TestMain(m *testing.M) {
 		os.Exit(helperOpen())
 	case "crash":
 		os.Exit(crashChild())
+	case "sqlite":
+		os.Exit(helperSQLite())
 	default:
 		fmt.Fprintln(os.Stderr, "unknown helper mode", mode)
 		os.Exit(2)

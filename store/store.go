@@ -39,7 +39,7 @@ type DB struct {
 	now    func() time.Time
 	writer *sql.DB // one connection: SQLite has one writer
 	reader *sql.DB
-	lock   *os.File
+	lock   *fileLock
 	stmt   statements
 
 	mu     sync.Mutex
@@ -92,9 +92,10 @@ func WithBusyTimeout(d time.Duration) Option {
 
 // Open opens or creates the database at path, creating its folder, and
 // brings its schema up to date. It fails with ErrInUse if another DB owns
-// the file, and with a clear error if the file is not a Tollgate database
-// or its schema is newer than this binary knows. ctx bounds the opening
-// and the migrations.
+// the file, by whatever name, and with an error that names the cause if
+// the file is not a Tollgate database, is damaged, cannot be written, or
+// has a schema newer than this binary knows. A file it refuses is left as
+// it was. ctx bounds the opening, the start-up check and the migrations.
 func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 	cfg := config{log: slog.New(slog.DiscardHandler), now: time.Now, busyTimeout: 5 * time.Second}
 	for _, o := range opts {
@@ -102,32 +103,19 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 			return nil, fmt.Errorf("open store %s: %w", path, err)
 		}
 	}
-	if path == "" {
-		return nil, errors.New("open store: empty path")
-	}
-	if strings.ContainsRune(path, '?') || strings.HasPrefix(path, "file:") || strings.HasPrefix(path, ":memory:") {
-		// The driver would read these as URI syntax, not as a file name.
-		return nil, fmt.Errorf("open store %s: path must be a plain file name", path)
-	}
-	abs, err := filepath.Abs(path)
+	abs, err := absPath(path)
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
 		return nil, fmt.Errorf("open store %s: create folder: %w", abs, err)
 	}
-	lock, err := lockFile(abs)
-	if err != nil {
+	if err := checkWritable(abs, syscall.Access); err != nil {
 		return nil, fmt.Errorf("open store %s: %w", abs, err)
 	}
-	// SQLite would create the file 0644 and its -wal and -shm like it, in a
-	// folder that may already exist and be readable by all; the file holds
-	// what users typed and what tools were asked to do.
-	if f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
-		f.Close()
-	} else if !errors.Is(err, fs.ErrExist) {
-		lock.Close()
-		return nil, fmt.Errorf("open store %s: create file: %w", abs, err)
+	lock, err := lockFile(abs, true)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", abs, err)
 	}
 	db := &DB{path: abs, log: cfg.log, now: cfg.now, lock: lock}
 	if err := db.open(ctx, cfg); err != nil {
@@ -135,6 +123,54 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 		return nil, fmt.Errorf("open store %s: %w", abs, err)
 	}
 	return db, nil
+}
+
+// absPath refuses what the driver would not read as a plain file name and
+// makes the rest absolute.
+func absPath(path string) (string, error) {
+	if path == "" {
+		return "", errors.New("empty path")
+	}
+	if strings.ContainsRune(path, '?') || strings.HasPrefix(path, "file:") || strings.HasPrefix(path, ":memory:") {
+		// The driver would read these as URI syntax, not as a file name.
+		return "", errors.New("path must be a plain file name")
+	}
+	return filepath.Abs(path)
+}
+
+// checkWritable names the cause when the database at path could be read
+// but not written: SQLite would open it, and every write would fail
+// later, in the middle of a chat. access is syscall.Access but for tests.
+// Root passes these checks (except on a read-only mount), as it may write
+// anyway; probeWrite is the check that cannot be wrong.
+func checkWritable(path string, access func(string, uint32) error) error {
+	const wOK = 2 // W_OK
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		// Created by lockFile, in the folder checked next.
+	case err != nil:
+		return err
+	case fi.IsDir():
+		return fmt.Errorf("%s is a directory, not a file: give the path of a database file, such as %s",
+			path, filepath.Join(path, "tollgate.db"))
+	default:
+		if err := access(path, wOK); err != nil {
+			return fmt.Errorf("database file %s is read-only (%w): make it writable by the user running the bot", path, err)
+		}
+	}
+	// SQLite writes the -wal and -shm files beside the file a symlink
+	// leads to, not beside the link.
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		real = path // not created yet
+	}
+	dir := filepath.Dir(real)
+	if err := access(dir, wOK); err != nil {
+		return fmt.Errorf("folder %s is not writable (%w): SQLite creates %s-wal and %s-shm beside the database; make the folder writable by the user running the bot",
+			dir, err, filepath.Base(real), filepath.Base(real))
+	}
+	return nil
 }
 
 func (db *DB) open(ctx context.Context, cfg config) error {
@@ -163,7 +199,10 @@ func (db *DB) open(ctx context.Context, cfg config) error {
 	db.writer.SetConnMaxIdleTime(0)
 	db.writer.SetConnMaxLifetime(0)
 	if err := db.writer.PingContext(ctx); err != nil {
-		return explainOpen(err)
+		return db.explain(err)
+	}
+	if err := probeWrite(ctx, db.writer); err != nil {
+		return db.explain(err)
 	}
 	if err := db.migrate(ctx); err != nil {
 		return err
@@ -180,25 +219,51 @@ func (db *DB) open(ctx context.Context, cfg config) error {
 	db.reader.SetMaxOpenConns(n)
 	db.reader.SetMaxIdleConns(n)
 	if err := db.reader.PingContext(ctx); err != nil {
-		return explainOpen(err)
+		return db.explain(err)
 	}
 	return db.prepare(ctx)
 }
 
-// explainOpen names the usual cause of a failed first statement.
-func explainOpen(err error) error {
+// explain names the usual cause of a failed first statement.
+func (db *DB) explain(err error) error {
 	var se *sqlite.Error
-	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_NOTADB {
-		return fmt.Errorf("not a SQLite database: %w", err)
+	if !errors.As(err, &se) {
+		return err
 	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_NOTADB:
+		return fmt.Errorf("not a SQLite database: %w", err)
+	case sqlite3.SQLITE_READONLY:
+		return fmt.Errorf("database file %s is read-only (%w): make it and its folder writable by the user running the bot", db.path, err)
+	}
+	return err
+}
+
+// probeWrite makes a write that needs write access to the file and rolls
+// it back, so a read-only database stops the start rather than the first
+// decision. BEGIN IMMEDIATE alone is not enough: in WAL mode it succeeds
+// on a file SQLite opened read-only.
+func probeWrite(ctx context.Context, w *sql.DB) error {
+	tx, err := w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() // the table must never exist: rolling back is the point
+	_, err = tx.ExecContext(ctx, `CREATE TABLE tollgate_write_probe (x INTEGER)`)
 	return err
 }
 
 const gooseTable = "goose_db_version"
 
-// probe refuses a file that is not a database, or is another program's,
-// before anything is written to it: even setting WAL mode rewrites the
-// header of a database that was not in WAL mode.
+// startCheckLimit is the largest database (with its WAL) that Open runs
+// PRAGMA quick_check on: about a second of reading at start. A bigger one
+// is checked on demand with Check.
+const startCheckLimit = 100 << 20
+
+// probe refuses a file that is not a database, is another program's, or
+// is damaged, before anything is written to it: even setting WAL mode
+// rewrites the header of a database that was not in WAL mode, and
+// migrating a damaged one can spread the damage.
 func (db *DB) probe(ctx context.Context) error {
 	probe, err := sql.Open("sqlite", db.path+"?_query_only=1")
 	if err != nil {
@@ -210,38 +275,60 @@ func (db *DB) probe(ctx context.Context) error {
 		`SELECT count(*), count(*) FILTER (WHERE name = ?) FROM sqlite_schema`, gooseTable).
 		Scan(&objects, &hasGoose)
 	if err != nil {
-		return explainOpen(err)
+		if isCorrupt(err) {
+			return damaged(db.path, []string{err.Error()})
+		}
+		return db.explain(err)
 	}
 	if objects > 0 && hasGoose == 0 {
 		return errors.New("not a Tollgate database: it has tables but no migration history")
 	}
+	size := fileSize(db.path) + fileSize(db.path+"-wal")
+	if size > startCheckLimit {
+		db.log.Info("database is large: skipped the start-up check; run `bot check` to check it",
+			"db", db.path, "bytes", size, "limit", startCheckLimit)
+		return nil
+	}
+	problems, err := runCheck(ctx, probe, "quick_check")
+	if err != nil {
+		return fmt.Errorf("check: %w", err)
+	}
+	if len(problems) > 0 {
+		return damaged(db.path, problems)
+	}
 	return nil
 }
 
-// migrate applies the embedded migrations, after refusing a database that
-// belongs to something else or to a newer Tollgate.
-func (db *DB) migrate(ctx context.Context) error {
-	var hasGoose bool
-	err := db.writer.QueryRowContext(ctx,
-		`SELECT count(*) > 0 FROM sqlite_schema WHERE name = ?`, gooseTable).Scan(&hasGoose)
+// fileSize is the size of the file at path, 0 if there is none.
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
 	if err != nil {
-		return err
+		return 0
 	}
+	return fi.Size()
+}
+
+// migrate applies the embedded migrations, after refusing a database that
+// belongs to a newer Tollgate.
+func (db *DB) migrate(ctx context.Context) error {
 	p, err := goose.NewProvider(goose.DialectSQLite3, db.writer, migrations.FS,
 		goose.WithDisableGlobalRegistry(true))
 	if err != nil {
 		return fmt.Errorf("load migrations: %w", err)
 	}
-	sources := p.ListSources()
-	known := sources[len(sources)-1].Version
-	if hasGoose {
-		current, err := p.GetDBVersion(ctx)
-		if err != nil {
-			return fmt.Errorf("read schema version: %w", err)
-		}
-		if current > known {
-			return fmt.Errorf("schema version %d is newer than this binary knows (%d): run a newer Tollgate", current, known)
-		}
+	current, known, err := p.GetVersions(ctx)
+	if err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if current > known {
+		return fmt.Errorf("schema version %d is newer than this binary knows (%d): run a newer Tollgate", current, known)
+	}
+	pending, err := p.HasPending(ctx)
+	if err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if !pending {
+		return nil
 	}
 	results, err := p.Up(ctx)
 	if err != nil {
@@ -289,26 +376,106 @@ func (db *DB) closeAll() error {
 	return errors.Join(errs...)
 }
 
-// Path returns the absolute path of the database file.
-func (db *DB) Path() string { return db.path }
+// fileID identifies a file whatever name reaches it: a symlink, a hard
+// link, a relative path.
+type fileID struct{ dev, ino uint64 }
 
-// lockFile takes an exclusive flock on path.lock. A flock belongs to the
-// open file description, so it also keeps out a second Open in this
-// process, and the kernel drops it when the process dies, even by SIGKILL.
-func lockFile(path string) (*os.File, error) {
-	name := path + ".lock"
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
+func idOf(fi os.FileInfo) (fileID, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileID{}, false
+	}
+	return fileID{dev: uint64(st.Dev), ino: st.Ino}, true
+}
+
+// heldFiles records the database files locked in this process, by device
+// and inode, and by which name each was opened.
+//
+// It is process-wide state on purpose, as the kernel's lock table is: a
+// second Open in this process must be refused without opening the file,
+// because closing any descriptor of a file drops every POSIX lock the
+// process holds on it, and SQLite's own locks are POSIX locks. Dropped,
+// they no longer keep a sqlite3 ".backup" running beside the bot from
+// deleting the WAL the bot still writes to.
+var heldFiles = struct {
+	sync.Mutex
+	names map[fileID]string
+}{names: map[fileID]string{}}
+
+// fileLock is an exclusive flock on the database file itself. Closing it
+// releases the file for another Open.
+type fileLock struct {
+	f  *os.File
+	id fileID
+}
+
+// lockFile takes an exclusive flock on the database file at path,
+// creating the file (private to its owner) if create is set. Locking the
+// file itself, not a name derived from the path, refuses the same file by
+// every name. SQLite locks with fcntl, which on Linux is independent of
+// flock, so the flock does not get in SQLite's way, nor in that of a
+// sqlite3 shell taking a backup. The kernel drops the flock when the
+// process dies, even by SIGKILL.
+func lockFile(path string, create bool) (*fileLock, error) {
+	heldFiles.Lock()
+	defer heldFiles.Unlock()
+	if fi, err := os.Stat(path); err == nil {
+		if id, ok := idOf(fi); ok {
+			if name, ok := heldFiles.names[id]; ok {
+				return nil, inThisProcess(path, name)
+			}
+		}
+	}
+	flag := os.O_RDONLY // a flock needs no write access
+	if create {
+		flag |= os.O_CREATE
+	}
+	// SQLite would create the file 0644 and its -wal and -shm like it, in
+	// a folder that may already exist and be readable by all; the file
+	// holds what users typed and what tools were asked to do.
+	f, err := os.OpenFile(path, flag, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("create lock file: %w", err)
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	id, ok := idOf(fi)
+	if !ok {
+		f.Close()
+		return nil, errors.New("cannot tell which file this is")
+	}
+	if name, ok := heldFiles.names[id]; ok {
+		// The name was pointed at a file of ours between Stat and Open.
+		f.Close()
+		return nil, inThisProcess(path, name)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
+		f.Close() // no DB of this process has the file: nothing of ours to drop
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: %s is open in another Tollgate (lock %s)", ErrInUse, path, name)
+			return nil, fmt.Errorf("%w: %s is open in another Tollgate process", ErrInUse, path)
 		}
-		return nil, fmt.Errorf("lock %s: %w", name, err)
+		return nil, fmt.Errorf("lock: %w", err)
 	}
-	return f, nil
+	heldFiles.names[id] = path
+	return &fileLock{f: f, id: id}, nil
+}
+
+func inThisProcess(path, owner string) error {
+	if path == owner {
+		return fmt.Errorf("%w: %s is already open in this process", ErrInUse, path)
+	}
+	return fmt.Errorf("%w: %s is already open in this process, as %s", ErrInUse, path, owner)
+}
+
+// Close drops the flock by closing its descriptor and forgets the file.
+func (l *fileLock) Close() error {
+	heldFiles.Lock()
+	defer heldFiles.Unlock()
+	delete(heldFiles.names, l.id)
+	return l.f.Close()
 }
 
 // write runs fn in one immediate transaction on the writer connection.
