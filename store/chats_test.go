@@ -51,7 +51,7 @@ func TestApprovalMessages(t *testing.T) {
 	db, _ := openTemp(t)
 	for _, id := range []string{"appr0000000000001", "appr0000000000002"} {
 		p := gatedPrompt("p"+id, "conv"+id, id)
-		if err := db.SavePrompt(ctx, p); err != nil {
+		if err := db.CreatePrompt(ctx, p); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -26,7 +26,7 @@ func damagedDB(t *testing.T) string {
 	}
 	for _, id := range []string{"p1", "p2", "p3"} {
 		p := gatedPrompt(id, "c"+id, "appr00000000000"+id)
-		if err := db.SavePrompt(ctx, p); err != nil {
+		if err := db.CreatePrompt(ctx, p); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -81,7 +81,7 @@ func TestOpenRefusesADamagedDatabaseAndSaysWhatToDo(t *testing.T) {
 func TestCheckFindsNothingInASoundDatabase(t *testing.T) {
 	ctx := context.Background()
 	db, path := openTemp(t)
-	if err := db.SavePrompt(ctx, gatedPrompt("p1", "c", "appr0000000000001")); err != nil {
+	if err := db.CreatePrompt(ctx, gatedPrompt("p1", "c", "appr0000000000001")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := store.Check(ctx, path); !errors.Is(err, store.ErrInUse) {

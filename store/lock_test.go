@@ -91,7 +91,7 @@ func TestAnotherProcessIsRefusedByEveryName(t *testing.T) {
 func TestSQLiteStillLocksWhileTheFileIsFlocked(t *testing.T) {
 	ctx := context.Background()
 	db, path := openTemp(t)
-	if err := db.SavePrompt(ctx, gatedPrompt("p1", "c", "appr0000000000001")); err != nil {
+	if err := db.CreatePrompt(ctx, gatedPrompt("p1", "c", "appr0000000000001")); err != nil {
 		t.Fatal(err)
 	}
 	if out := runHelper(t, "sqlite", path, "STORE_HELPER_SQL=read"); out != "prompts 1" {
@@ -128,7 +128,7 @@ func TestARefusedOpenLeavesSQLiteLocksAlone(t *testing.T) {
 	}
 	ctx := context.Background()
 	db, path := openTemp(t)
-	if err := db.SavePrompt(ctx, gatedPrompt("p1", "c", "appr0000000000001")); err != nil {
+	if err := db.CreatePrompt(ctx, gatedPrompt("p1", "c", "appr0000000000001")); err != nil {
 		t.Fatal(err)
 	}
 	symlink, hardlink, _ := otherNames(t, path)

@@ -37,7 +37,7 @@ func TestOpenRefusesAReadOnlyFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.SavePrompt(ctx, gatedPrompt("p1", "c", "appr0000000000001")); err != nil {
+	if err := db.CreatePrompt(ctx, gatedPrompt("p1", "c", "appr0000000000001")); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {
