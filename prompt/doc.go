@@ -1,42 +1,48 @@
 // Package prompt is Tollgate's agent core: tools with approval gates, the
-// completion loop that pauses when a call needs a human, and the service
-// that keeps the active completions. It knows nothing of Telegram or SQL;
-// it declares the Store and Model it needs.
+// steps that take a prompt from a user's message to an answer, pausing
+// when a call needs a human, and the service that runs them. It knows
+// nothing of Telegram or SQL; it declares the Store and Model it needs.
 //
-// # Lifecycle
+// # The stored record is the truth
 //
-// Service.Create saves a prompt and runs its loop in the background: call
-// the model, run its tool calls in order, repeat until the model answers
-// without tool calls. Each call's input is checked against the tool's
-// JSON Schema before its gate runs. When a gate requires approval the call
-// is saved as pending and the prompt as waiting_for_approval, then
-// approval-requested is emitted and the loop returns. Approve or Reject
-// saves the decision as a compare-and-set (the loser gets ErrNotPending),
-// then resumes the loop in the background. Every call is saved as
-// executing just before it runs, so a restart never runs it twice: Recover
-// turns it into an "outcome unknown" error result.
+// A prompt advances by steps. A worker loads it, applies one transition
+// (a model turn, the gate or the run of one call, a pause, the end) to a
+// copy, and saves the copy as revision Rev+1 with a compare-and-set on
+// Rev. A save that loses (a decision, a cancel or another process moved
+// the prompt on) is not undone by hand: the step loads the prompt again
+// and applies its change to that, if it still applies. Listeners hear of
+// a change only after its save.
+//
+// Approve, Reject and Cancel are compare-and-set writes in the store keyed
+// by the approval's (or the prompt's) ID, followed by a kick to run the
+// prompt's next steps; they need nothing in memory, so a press on a
+// message sent before a restart works at once. The loser of two decisions
+// gets ErrNotPending; an unknown ID ErrNotFound.
+//
+// Every call is saved executing just before it runs, so a restart never
+// runs it twice: Recover turns it into an "outcome unknown" error result.
+// A call whose approval was saved but which never started runs after a
+// restart. Waiting prompts cost nothing while they wait: Recover resumes
+// only the running ones and hands out the waiting ones page by page.
+//
+// # Workers
+//
+// Prompts that are running are advanced by Config.Workers goroutines,
+// owned by the Service and stopped by Close. A prompt keeps its worker
+// until it pauses or ends; the others wait in line, in the order they
+// were created or resumed, and Create says how many are ahead.
 //
 // # Events
 //
-// Listeners run after the save they report (an ended prompt whose final
-// save failed is still reported ended: the store keeps the older state and
-// the next start resumes from it), in registration order, on the
-// goroutine that made the change: the loop's goroutine for changes the
-// loop makes, the caller's for decisions and Cancel, Recover's caller for
-// re-emitted approval requests. A completion's own listeners run before
-// the service-wide ones. A completion is removed from the service's active
-// set before the completed listeners run. Listeners must not block on a
-// human or a slow network: hand such work to a goroutine you own. A
-// listener may read the completion (Prompt, PendingRequest), decide or
-// cancel it, but must not wait for it (Wait, Service.Close): it would wait
-// for the loop it runs on. A decision's update is emitted before the
-// resumed loop starts, so no listener hears of a tool's run before the
-// decision that allowed it.
-//
-// Recover is for start-up: it skips prompts this service already runs.
+// Listeners (OnApprovalRequested, OnEnded, OnActivity) run on the worker's
+// goroutine after the save they report, in registration order. They must
+// not block on a human or a slow network: hand such work to a goroutine
+// you own. They may call the Service (decide, cancel, read), but must not
+// wait for Close.
 //
 // # Concurrency
 //
-// Service, Completion and MemStore are safe for concurrent use. Prompt
-// values returned by Completion.Prompt are copies the caller owns.
+// Service is safe for concurrent use; a Waiting is read by one goroutine.
+// Prompt values are plain data: what the store returns is the caller's to
+// keep and change.
 package prompt
