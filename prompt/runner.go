@@ -62,23 +62,19 @@ func (s *Service) work() {
 		s.idle--
 		e := s.entries[id]
 		e.running = true
-		s.mu.Unlock()
-
 		for {
+			// Set under the lock that marks it running: a Cancel that finds
+			// the entry running calls e.cancel.
 			ctx, cancel := context.WithCancelCause(s.base)
-			s.mu.Lock()
 			e.cancel, e.again = cancel, false
 			s.mu.Unlock()
 			s.advance(ctx, id)
 			cancel(nil)
 			s.mu.Lock()
-			again := e.again && !s.closing && s.base.Err() == nil
-			if !again {
+			if !e.again || s.closing || s.base.Err() != nil {
 				delete(s.entries, id)
 				s.idle++
-			}
-			s.mu.Unlock()
-			if !again {
+				s.mu.Unlock()
 				break
 			}
 		}
