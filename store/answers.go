@@ -9,10 +9,10 @@ import (
 	"tollgate/prompt"
 )
 
-// UnansweredPrompts returns up to limit prompts that ended (completed or
-// failed) without MarkAnswered, oldest first: answers a crash kept from
-// their chat.
-func (db *DB) UnansweredPrompts(ctx context.Context, limit int) ([]*prompt.Prompt, error) {
+// UnansweredPrompts returns the answers of up to limit prompts that ended
+// (completed or failed) without MarkAnswered, oldest first: answers a crash
+// kept from their chat.
+func (db *DB) UnansweredPrompts(ctx context.Context, limit int) ([]prompt.Answer, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
@@ -23,7 +23,12 @@ func (db *DB) UnansweredPrompts(ctx context.Context, limit int) ([]*prompt.Promp
 	if err != nil {
 		return nil, fmt.Errorf("unanswered prompts: %w", err)
 	}
-	return ps, nil
+	answers := make([]prompt.Answer, 0, len(ps))
+	for _, p := range ps {
+		answers = append(answers, prompt.Answer{PromptID: p.ID, ConversationID: p.ConversationID, State: p.State,
+			Text: p.FinalText(), Error: p.Error})
+	}
+	return answers, nil
 }
 
 // MarkAnswered records that the answer of prompt promptID was dealt with:

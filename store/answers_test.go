@@ -2,20 +2,31 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/pressly/goose/v3"
+
+	"tollgate/migrations"
 	"tollgate/prompt"
 	"tollgate/store"
 )
 
+// endedPrompt is a prompt that ended, built by hand at revision 1 so
+// CreatePrompt can insert it.
 func endedPrompt(id, conv string, state prompt.State, text string) *prompt.Prompt {
-	return &prompt.Prompt{
-		ID: id, ConversationID: conv, State: state, Input: "question " + id, Turns: 1, Rev: 2,
+	p := &prompt.Prompt{
+		ID: id, ConversationID: conv, State: state, Input: "question " + id, Turns: 1, Rev: 1,
 		CreatedAt: t0, UpdatedAt: t0.Add(time.Second),
-		Output: []prompt.Item{{Type: prompt.ItemText, Turn: 1, Rev: 2, Text: text}},
+		Output: []prompt.Item{{Type: prompt.ItemText, Turn: 1, Text: text}},
 	}
+	if state == prompt.StateFailed {
+		p.Error = "The model failed: " + id
+	}
+	return p
 }
 
 func TestUnansweredPromptsAreTheEndedOnesNotMarked(t *testing.T) {
@@ -27,7 +38,7 @@ func TestUnansweredPromptsAreTheEndedOnesNotMarked(t *testing.T) {
 		endedPrompt("p3", "tg:3", prompt.StateFailed, ""),
 		endedPrompt("p4", "tg:1", prompt.StateCompleted, "answer four"),
 	} {
-		if err := db.SavePrompt(ctx, p); err != nil {
+		if err := db.CreatePrompt(ctx, p); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -38,8 +49,11 @@ func TestUnansweredPromptsAreTheEndedOnesNotMarked(t *testing.T) {
 	if ids := promptIDs(got); len(ids) != 3 || ids[0] != "p1" || ids[1] != "p3" || ids[2] != "p4" {
 		t.Fatalf("unanswered = %v, want [p1 p3 p4]", ids)
 	}
-	if got[0].FinalText() != "answer one" {
-		t.Fatalf("prompt not loaded whole: %+v", got[0])
+	if got[0].Text != "answer one" || got[0].State != prompt.StateCompleted || got[0].ConversationID != "tg:1" {
+		t.Fatalf("answer not read whole: %+v", got[0])
+	}
+	if got[1].State != prompt.StateFailed || got[1].Error != "The model failed: p3" {
+		t.Fatalf("failed prompt listed as %+v", got[1])
 	}
 	if got, _ := db.UnansweredPrompts(ctx, 2); len(got) != 2 {
 		t.Fatalf("limit 2 gave %d", len(got))
@@ -65,32 +79,43 @@ func TestUnansweredPromptsAreTheEndedOnesNotMarked(t *testing.T) {
 
 func TestUpgradeCountsOldAnswersAsDelivered(t *testing.T) {
 	ctx := context.Background()
-	db, path := openTemp(t)
-	if err := db.SavePrompt(ctx, endedPrompt("old", "tg:1", prompt.StateCompleted, "long ago")); err != nil {
+	// A database at schema 1, before answers were tracked, with an answer
+	// long delivered; the upgrade must not send it again.
+	path := filepath.Join(t.TempDir(), "tollgate.db")
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Close(); err != nil {
+	p, err := goose.NewProvider(goose.DialectSQLite3, raw, migrations.FS, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
 		t.Fatal(err)
 	}
-	// Back to the schema before answers were tracked, then up again.
-	raw := rawDB(t, path)
-	for _, q := range []string{`DROP TABLE answers`, `DELETE FROM goose_db_version WHERE version_id = 2`} {
+	if _, err := p.UpTo(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	const ts = "2026-11-20T10:00:00Z"
+	for _, q := range []string{
+		`INSERT INTO prompts (id, conversation_id, state, input, turns, rev, created_at, updated_at)
+		 VALUES ('old', 'tg:1', 'completed', 'q', 1, 2, '` + ts + `', '` + ts + `')`,
+		`INSERT INTO prompt_items (prompt_id, seq, type, turn, rev, body)
+		 VALUES ('old', 0, 'text', 1, 2, '{"type":"text","turn":1,"rev":2,"text":"long ago"}')`,
+	} {
 		if _, err := raw.Exec(q); err != nil {
-			t.Fatal(err)
+			t.Fatalf("%v in %s", err, q)
 		}
 	}
 	raw.Close()
-	db2 := reopen(t, path)
-	got, err := db2.UnansweredPrompts(ctx, 10)
+	db := reopen(t, path)
+	got, err := db.UnansweredPrompts(ctx, 10)
 	if err != nil || len(got) != 0 {
 		t.Fatalf("after the upgrade: %v, %v; old answers must not be sent again", promptIDs(got), err)
 	}
 }
 
-func promptIDs(ps []*prompt.Prompt) []string {
+func promptIDs(as []prompt.Answer) []string {
 	var ids []string
-	for _, p := range ps {
-		ids = append(ids, p.ID)
+	for _, a := range as {
+		ids = append(ids, a.PromptID)
 	}
 	return ids
 }
