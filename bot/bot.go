@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	tgbot "github.com/go-telegram/bot"
@@ -21,24 +22,37 @@ import (
 )
 
 // Service is what the bot needs of the agent core; *prompt.Service
-// satisfies it.
+// satisfies it. Everything it returns is a value: the bot keeps no handle
+// on a prompt, and asks the service (which asks its store) each time.
 type Service interface {
 	// Create starts a prompt. Returns prompt.ErrBusy if the conversation has
 	// one running or waiting, prompt.ErrClosed during shutdown.
-	Create(ctx context.Context, conversationID, input string) (*prompt.Completion, error)
-	// ActiveIn returns the conversation's running or waiting prompt, or nil.
-	ActiveIn(conversationID string) *prompt.Completion
+	Create(ctx context.Context, conversationID, input string) (prompt.Created, error)
+	// Active returns where the conversation's running or waiting prompt
+	// stands, or prompt.ErrNotFound if it has none.
+	Active(ctx context.Context, conversationID string) (prompt.Status, error)
 	// Approve and Reject decide an approval. They return prompt.ErrNotPending
 	// if it was already decided, prompt.ErrNotFound if there is no such one.
 	Approve(ctx context.Context, approvalID, by string) error
 	Reject(ctx context.Context, approvalID, reason, by string) error
+	// Cancel ends a prompt at a user's request; prompt.ErrNotPending if it
+	// has already ended.
+	Cancel(ctx context.Context, promptID, by string) error
 	// LookupApproval returns where an approval stands, or prompt.ErrNotFound.
 	LookupApproval(ctx context.Context, approvalID string) (prompt.ApprovalRef, error)
-	OnApprovalRequested(f prompt.ApprovalListener)
-	OnCompleted(f prompt.Listener)
+	OnApprovalRequested(f func(context.Context, prompt.ApprovalRequest))
+	OnEnded(f func(context.Context, prompt.Answer))
+	// OnActivity tells when a worker starts (Working) and stops advancing
+	// a prompt: the bot shows "typing…" in between.
+	OnActivity(f func(context.Context, prompt.Activity))
+	// Recover resumes the prompts an earlier process left running and
+	// returns the requests it left waiting. Run calls it, once.
+	Recover(ctx context.Context) (*prompt.Waiting, error)
 	// Gated names the tools that can ask for approval.
 	Gated() []string
 }
+
+var _ Service = (*prompt.Service)(nil)
 
 // Store keeps the bot's own state: which chat a conversation is and which
 // messages show an approval. Implementations must be safe for concurrent use.
@@ -53,8 +67,8 @@ type Store interface {
 	ApprovalMessages(ctx context.Context, approvalID string) (chatID int64, messageIDs []int, err error)
 	// ApprovalByMessage returns the approval shown by message messageID in chat chatID, or an error wrapping prompt.ErrNotFound.
 	ApprovalByMessage(ctx context.Context, chatID int64, messageID int) (string, error)
-	// UnansweredPrompts returns up to limit prompts that ended (completed or failed) without MarkAnswered, oldest first.
-	UnansweredPrompts(ctx context.Context, limit int) ([]*prompt.Prompt, error)
+	// UnansweredPrompts returns the answers of up to limit prompts that ended (completed or failed) without MarkAnswered, oldest first.
+	UnansweredPrompts(ctx context.Context, limit int) ([]prompt.Answer, error)
 	// MarkAnswered records that a prompt's answer was delivered, or given up for good (note says why); idempotent.
 	MarkAnswered(ctx context.Context, promptID, note string) error
 }
@@ -129,35 +143,32 @@ type Bot struct {
 	lim     *limiter
 
 	mu    sync.Mutex
-	state int // notStarted, running, stopped
-	// pollCtx is Run's context: updates stop when it ends. runCtx outlives
-	// it by the drain, so sends under way can finish.
+	state int // notStarted, starting, recovering, running, stopped
+	// pollCtx ends when updates stop: at the end of Run's context, or when
+	// Run gives up. runCtx outlives it by the drain, so that sends under
+	// way can finish.
 	pollCtx  context.Context
 	runCtx   context.Context
 	wg       sync.WaitGroup
 	inflight int           // goroutines started by goLocked and not ended
 	drained  chan struct{} // closed when inflight drops to 0, if set
-	early    []func(context.Context)
-	// An answer is sent once, by whichever comes first: the completed
-	// event, or the start-up pass over answers a crash kept from their
-	// chat. doneSeen collects completed events until that pass is over;
-	// resent is what the pass sent.
-	doneSeen map[string]bool
-	resent   map[string]bool
-	typing   map[int64]bool // chats with a typing loop
-	kicked   map[int64]bool // a loop should look again before it ends
-	botName  string
+	// typing stops the "typing…" loop of each prompt a worker advances.
+	typing  map[string]context.CancelFunc
+	botName string
 }
 
+// The life of a Bot. Only Run moves it on, and only forward.
 const (
 	notStarted = iota
-	running
+	starting   // Run checks the token and reads what a crash left
+	recovering // the service resumes prompts: its events are handled, updates not taken
+	running    // updates are taken too
 	stopped
 )
 
-// New checks cfg and subscribes to the service's events at once, so that
-// requests emitted before Run (by Service.Recover) are queued and sent when
-// Run starts. It makes no network call.
+// New checks cfg and subscribes to the service's events. It makes no
+// network call. Nothing of the service should run before Run, which calls
+// its Recover: an event before then is logged and dropped.
 func New(cfg Config) (*Bot, error) {
 	if strings.TrimSpace(cfg.Token) == "" {
 		return nil, errors.New("new bot: empty token")
@@ -186,14 +197,11 @@ func New(cfg Config) (*Bot, error) {
 	}
 	cfg.Limits = cfg.Limits.withDefaults()
 	b := &Bot{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		allowed:  map[int64]bool{},
-		lim:      newLimiter(cfg.Limits),
-		typing:   map[int64]bool{},
-		kicked:   map[int64]bool{},
-		doneSeen: map[string]bool{},
-		resent:   map[string]bool{},
+		cfg:     cfg,
+		log:     cfg.Logger,
+		allowed: map[int64]bool{},
+		lim:     newLimiter(cfg.Limits),
+		typing:  map[string]context.CancelFunc{},
 	}
 	for _, id := range cfg.AllowedUsers {
 		b.allowed[id] = true
@@ -212,21 +220,27 @@ func New(cfg Config) (*Bot, error) {
 	}
 	b.tg = tg
 	cfg.Service.OnApprovalRequested(b.onApprovalRequested)
-	cfg.Service.OnCompleted(b.onCompleted)
+	cfg.Service.OnEnded(b.onEnded)
+	cfg.Service.OnActivity(b.onActivity)
 	return b, nil
 }
 
-// Run serves until ctx ends: it checks the token (getMe), registers the
-// command menu, sends what was queued since New, then long-polls (after
-// deleting a stale webhook) or, in webhook mode, registers the webhook and
-// serves updates through WebhookHandler. It returns after every goroutine it
-// started has stopped. Run may be called once.
+// Run serves until ctx ends. In this order, which is what keeps a restart
+// from losing or doubling a message: it checks the token (getMe); takes
+// the answers a crash kept from their chats; calls Service.Recover, so
+// that a prompt it resumes is announced by its own events only, never also
+// by that snapshot; then sends the snapshot and the requests left waiting,
+// and registers the command menu and long-polls (after deleting a stale
+// webhook) or, in webhook mode, registers the webhook and serves updates
+// through WebhookHandler. It returns after every goroutine it started has
+// stopped. Run may be called once.
 func (b *Bot) Run(ctx context.Context) error {
 	b.mu.Lock()
 	if b.state != notStarted {
 		b.mu.Unlock()
 		return errors.New("run bot: already run")
 	}
+	b.state = starting
 	b.mu.Unlock()
 
 	var me *models.User
@@ -236,6 +250,7 @@ func (b *Bot) Run(ctx context.Context) error {
 		return err
 	})
 	if err != nil {
+		b.setState(stopped)
 		if ctx.Err() != nil {
 			return nil // stopped before it started: not a failure
 		}
@@ -244,26 +259,63 @@ func (b *Bot) Run(ctx context.Context) error {
 		}
 		return fmt.Errorf("run bot: reach Telegram at %s: %w", b.cfg.APIURL, err)
 	}
+
+	// Before Recover: nothing has ended in this process yet, so every
+	// answer listed here is one a crash kept from its chat, and every
+	// prompt that ends from now on is announced by OnEnded.
+	answers, err := b.cfg.Store.UnansweredPrompts(ctx, maxResentAnswers)
+	if err != nil {
+		if ctx.Err() != nil {
+			b.setState(stopped)
+			return nil
+		}
+		// Not fatal: they stay unanswered, for the next start.
+		b.log.Error("find answers not delivered", "err", err)
+	}
+
+	pollCtx, stopPoll := context.WithCancel(ctx)
+	defer stopPoll()
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	b.mu.Lock()
-	b.state, b.pollCtx, b.runCtx, b.botName = running, ctx, runCtx, me.Username
-	early := b.early
-	b.early = nil
-	for _, f := range early {
-		b.goLocked(f)
-	}
-	b.goLocked(b.resendAnswers)
+	b.state, b.pollCtx, b.runCtx, b.botName = recovering, pollCtx, runCtx, me.Username
 	b.mu.Unlock()
 
-	err = b.serve(ctx, me.Username, len(early))
+	waiting, err := b.cfg.Service.Recover(ctx)
+	if err != nil {
+		b.stop(stopPoll, cancel)
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("run bot: recover prompts: %w", err)
+	}
+	b.log.Info("ready", "recovered_prompts", waiting.Resumed, "answers_to_resend", len(answers))
+
+	b.mu.Lock()
+	b.state = running
+	b.goLocked(func(ctx context.Context) { b.resendAnswers(ctx, answers) })
+	b.goLocked(func(ctx context.Context) { b.resendWaiting(ctx, pollCtx, waiting) })
+	b.mu.Unlock()
+
+	err = b.serve(pollCtx, me.Username)
+	b.stop(stopPoll, cancel)
+	return err
+}
+
+func (b *Bot) setState(state int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.state = state
+}
+
+// stop ends updates and "typing…", lets the sends under way finish within
+// the drain, then cuts the rest and waits for every goroutine of Run.
+func (b *Bot) stop(stopPoll, cancel context.CancelFunc) {
+	stopPoll()
 	b.drain()
 	cancel()
-	b.mu.Lock()
-	b.state = stopped
-	b.mu.Unlock()
+	b.setState(stopped)
 	b.wg.Wait()
-	return err
 }
 
 // drain waits, up to Limits.Drain, for the goroutines under way: an answer
@@ -291,7 +343,7 @@ func (b *Bot) drain() {
 // serve registers the bot with Telegram and takes updates until ctx ends.
 // Updates are accepted already while it registers: Telegram may deliver to
 // a webhook as soon as it is set.
-func (b *Bot) serve(ctx context.Context, username string, queued int) error {
+func (b *Bot) serve(ctx context.Context, username string) error {
 	var err error
 	if b.cfg.Webhook.URL == "" {
 		err = b.do(ctx, 0, paceGlobal, "delete webhook", func(ctx context.Context) error {
@@ -323,7 +375,7 @@ func (b *Bot) serve(ctx context.Context, username string, queued int) error {
 	}); err != nil {
 		b.log.Warn("command menu not registered", "err", err)
 	}
-	b.log.Info("telegram bot running", "username", username, "webhook", b.cfg.Webhook.URL != "", "queued", queued)
+	b.log.Info("telegram bot running", "username", username, "webhook", b.cfg.Webhook.URL != "")
 	if b.cfg.Webhook.URL == "" {
 		b.tg.Start(ctx) // returns when ctx ends and its workers have stopped
 		return nil
@@ -357,32 +409,16 @@ func (b *Bot) goLocked(f func(context.Context)) {
 	}()
 }
 
-// resendAnswers sends the answers that ended in the store but never
-// reached their chat: the process died between saving and sending.
-func (b *Bot) resendAnswers(ctx context.Context) {
-	defer func() {
-		b.mu.Lock()
-		b.doneSeen = nil
-		b.mu.Unlock()
-	}()
-	ps, err := b.cfg.Store.UnansweredPrompts(ctx, maxResentAnswers)
-	if err != nil {
-		b.log.Error("find answers not delivered", "err", err)
-		return
+// goRun runs f in a goroutine owned by Run if Run is under way (from
+// Recover on), and reports whether it did.
+func (b *Bot) goRun(f func(context.Context)) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.state != recovering && b.state != running {
+		return false
 	}
-	for _, p := range ps {
-		b.mu.Lock()
-		skip := b.doneSeen[p.ID]
-		if !skip {
-			b.resent[p.ID] = true
-		}
-		b.mu.Unlock()
-		if skip {
-			continue
-		}
-		b.log.Info("sending an answer a restart kept from its chat", "prompt", p.ID)
-		b.sendResult(ctx, p)
-	}
+	b.goLocked(f)
+	return true
 }
 
 // goUpdate runs an update's handler if Run still takes updates.
@@ -396,30 +432,60 @@ func (b *Bot) goUpdate(f func(context.Context)) bool {
 	return true
 }
 
-// goNow runs f if Run is serving, and reports whether it did.
-func (b *Bot) goNow(f func(context.Context)) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.state != running {
-		return false
+// resendAnswers sends the answers that ended in the store but never
+// reached their chat: the process died between saving and sending. One
+// after the other, so that a chat gets its answers oldest first.
+func (b *Bot) resendAnswers(ctx context.Context, answers []prompt.Answer) {
+	for _, a := range answers {
+		b.log.Info("sending an answer a restart kept from its chat", "prompt", a.PromptID)
+		b.sendResult(ctx, a)
 	}
-	b.goLocked(f)
-	return true
 }
 
-// later runs f once Run serves; it reports false once Run has ended.
-func (b *Bot) later(f func(context.Context)) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	switch b.state {
-	case notStarted:
-		b.early = append(b.early, f)
-		return true
-	case running:
-		b.goLocked(f)
-		return true
+// resendWaiting sends again, with buttons, every request that was waiting
+// for a human when Recover ran: its earlier copies may be long scrolled
+// away, or were never sent. A page is sent at once (the limiter queues
+// it) and the next page read once it is out, so a long list holds only one
+// page in memory. It stops when updates stop: what is left stays pending,
+// for /pending and the next start.
+func (b *Bot) resendWaiting(ctx, poll context.Context, w *prompt.Waiting) {
+	var n atomic.Int64
+	for poll.Err() == nil {
+		reqs, err := w.Next(ctx)
+		if err != nil {
+			b.log.Error("read requests waiting since before the restart; the rest stay pending for /pending", "err", err)
+			return
+		}
+		if len(reqs) == 0 {
+			break
+		}
+		var wg sync.WaitGroup
+		for _, req := range reqs {
+			wg.Go(func() {
+				if b.resendRequest(ctx, poll, req) {
+					n.Add(1)
+				}
+			})
+		}
+		wg.Wait()
 	}
-	return false
+	b.log.Info("re-sent requests waiting since before the restart", "sent", n.Load())
+}
+
+// resendRequest sends req unless updates stopped or it was decided since
+// Recover read it (a press on an old copy, a /cancel): a copy that would
+// only be closed at once is noise.
+func (b *Bot) resendRequest(ctx, poll context.Context, req prompt.ApprovalRequest) bool {
+	if poll.Err() != nil {
+		return false
+	}
+	ref, err := b.cfg.Service.LookupApproval(ctx, req.ApprovalID)
+	if err != nil {
+		b.log.Warn("look up a waiting request before re-sending it; sending anyway", "approval", req.ApprovalID, "err", err)
+	} else if ref.Status != prompt.ApprovalPending {
+		return false
+	}
+	return b.sendApproval(ctx, req) == nil
 }
 
 // dispatch takes updates from the library's polling worker and handles
@@ -491,25 +557,70 @@ func (b *Bot) chatOf(ctx context.Context, conv string) (int64, error) {
 	return 0, fmt.Errorf("chat of %s: %w", conv, err)
 }
 
-func (b *Bot) onApprovalRequested(_ context.Context, _ *prompt.Completion, req prompt.ApprovalRequest) {
-	if !b.later(func(ctx context.Context) { _ = b.sendApproval(ctx, req) }) {
-		b.log.Warn("approval request not sent: bot stopped; it stays pending and is sent again on the next start",
+// onApprovalRequested sends a request a prompt just paused on. While Run is
+// not under way it drops it: the request stays pending, and /pending and
+// the next start send it.
+func (b *Bot) onApprovalRequested(_ context.Context, req prompt.ApprovalRequest) {
+	if !b.goRun(func(ctx context.Context) { _ = b.sendApproval(ctx, req) }) {
+		b.log.Warn("approval request not sent: the bot is not running; it stays pending for /pending and the next start",
 			"approval", req.ApprovalID)
 	}
 }
 
-func (b *Bot) onCompleted(_ context.Context, c *prompt.Completion) {
-	p := c.Prompt()
-	b.mu.Lock()
-	sent := b.resent[p.ID]
-	if b.doneSeen != nil {
-		b.doneSeen[p.ID] = true
+// onEnded sends a prompt's answer. While Run is not under way it drops it:
+// the answer stays unanswered in the store, and the next start sends it.
+func (b *Bot) onEnded(_ context.Context, a prompt.Answer) {
+	if !b.goRun(func(ctx context.Context) { b.sendResult(ctx, a) }) {
+		b.log.Warn("answer not sent: the bot is not running; the next start sends it", "prompt", a.PromptID)
 	}
-	b.mu.Unlock()
-	if sent {
+}
+
+// onActivity shows "typing…" in the chat while a worker advances the
+// prompt: from Working to its end, keyed by prompt. The service calls it
+// for one prompt from one worker at a time, in order, so a stop always
+// finds the loop its start made.
+func (b *Bot) onActivity(_ context.Context, a prompt.Activity) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if stop, ok := b.typing[a.PromptID]; ok {
+		stop()
+		delete(b.typing, a.PromptID)
+	}
+	if !a.Working {
 		return
 	}
-	if !b.later(func(ctx context.Context) { b.sendResult(ctx, p) }) {
-		b.log.Warn("answer not sent: bot stopped", "prompt", p.ID)
+	if (b.state != recovering && b.state != running) || b.pollCtx.Err() != nil {
+		// "typing…" is pointless once updates stop, and must not hold up
+		// the drain of real sends.
+		b.log.Debug("no typing shown: the bot is not running", "prompt", a.PromptID)
+		return
+	}
+	ctx, stop := context.WithCancel(b.pollCtx)
+	b.typing[a.PromptID] = stop
+	b.goLocked(func(context.Context) {
+		defer stop()
+		b.showTyping(ctx, a.ConversationID)
+	})
+}
+
+// showTyping renews "typing…" in the conversation's chat every
+// Limits.Typing until ctx ends.
+func (b *Bot) showTyping(ctx context.Context, conv string) {
+	chat, err := b.chatOf(ctx, conv)
+	if err != nil {
+		b.log.Debug("no typing shown", "conversation", conv, "err", err)
+		return
+	}
+	for {
+		// One attempt: a missed "typing…" is not worth a retry.
+		if err := b.lim.wait(ctx, 0, paceGlobal); err != nil {
+			return
+		}
+		if _, err := b.tg.SendChatAction(ctx, &tgbot.SendChatActionParams{ChatID: chat, Action: models.ChatActionTyping}); err != nil && ctx.Err() == nil {
+			b.log.Debug("send typing", "chat", chat, "err", err)
+		}
+		if sleep(ctx, b.cfg.Limits.Typing) != nil {
+			return
+		}
 	}
 }

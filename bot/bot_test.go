@@ -2,6 +2,7 @@ package bot_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -111,12 +112,8 @@ func TestPressByUserNotAllowedChangesNothing(t *testing.T) {
 	msg, approve, _ := h.approvalMessage(1)
 	cb := h.srv.Press(alice.ID, mallory, msg.ID, approve)
 	h.waitAnswer(cb, "You are not allowed to decide this.")
-	c := h.svc.ActiveIn("tg:111")
-	if c == nil {
-		t.Fatal("prompt no longer active")
-	}
-	if _, ok := c.PendingRequest(); !ok {
-		t.Error("approval no longer pending after a stranger's press")
+	if st, err := h.svc.Active(context.Background(), "tg:111"); err != nil || st.Pending == nil {
+		t.Errorf("approval no longer pending after a stranger's press: %+v, %v", st, err)
 	}
 	if n := len(h.srv.Calls(telegramtest.Method("editMessageText"))); n != 0 {
 		t.Errorf("%d edits after a stranger's press", n)
@@ -150,9 +147,9 @@ func TestUnknownAndForgedCallbackData(t *testing.T) {
 		t.Error("a forged press ran a tool")
 	}
 	for _, conv := range []string{"tg:111", "tg:222"} {
-		if c := h.svc.ActiveIn(conv); c == nil {
-			t.Errorf("%s: prompt ended", conv)
-		} else if _, ok := c.PendingRequest(); !ok {
+		if st, err := h.svc.Active(context.Background(), conv); err != nil {
+			t.Errorf("%s: prompt ended: %v", conv, err)
+		} else if st.Pending == nil {
 			t.Errorf("%s: approval decided by a forged press", conv)
 		}
 	}
@@ -230,19 +227,6 @@ func TestTooManyRequestsOnApprovalIsRetried(t *testing.T) {
 	}
 }
 
-func mustPending(t *testing.T, h *harness) prompt.ApprovalRequest {
-	t.Helper()
-	c := h.svc.ActiveIn("tg:111")
-	if c == nil {
-		t.Fatal("no active prompt")
-	}
-	req, ok := c.PendingRequest()
-	if !ok {
-		t.Fatal("nothing pending")
-	}
-	return req
-}
-
 func TestMessageWhileBusy(t *testing.T) {
 	h := newHarness(t, lsThenAnswer("done"))
 	h.start()
@@ -270,8 +254,8 @@ func TestCancelEndsPromptAndRemovesButtons(t *testing.T) {
 	h.srv.UserMessage(alice.ID, alice, "/cancel")
 	h.srv.WaitCall(t, wait, telegramtest.Method("editMessageText", telegramtest.Succeeded, textHas("Cancelled by Alice")))
 	h.srv.WaitCall(t, wait, telegramtest.Method("sendMessage", telegramtest.Succeeded, textHas("Cancelled by Alice (111).")))
-	if c := h.svc.ActiveIn("tg:111"); c != nil {
-		t.Error("prompt still active after /cancel")
+	if st, err := h.svc.Active(context.Background(), "tg:111"); !errors.Is(err, prompt.ErrNotFound) {
+		t.Errorf("prompt still active after /cancel: %+v, %v", st, err)
 	}
 	edited, _ := h.srv.Message(alice.ID, msg.ID)
 	if edited.ReplyMarkup != nil && len(edited.ReplyMarkup.InlineKeyboard) > 0 {
@@ -349,22 +333,4 @@ func TestHelpListsGatedTools(t *testing.T) {
 	if n := len(h.model.Requests()); n != 0 {
 		t.Errorf("commands reached the model %d times", n)
 	}
-}
-
-func TestTypingWhileTheModelWorks(t *testing.T) {
-	var h *harness
-	h = newHarness(t, []prompttest.Step{{Text: "hi", Check: func(prompt.Request) error {
-		// The model is slow: it answers only once the chat shows typing.
-		// This runs on the service's goroutine: report, do not FailNow.
-		_, ok := h.srv.Await(wait, 1, telegramtest.Method("sendChatAction", telegramtest.Succeeded, func(c telegramtest.Call) bool {
-			return c.Param("action") == "typing" && c.Int("chat_id") == alice.ID
-		}))
-		if !ok {
-			t.Error("no typing shown while the model worked")
-		}
-		return nil
-	}}})
-	h.start()
-	h.srv.UserMessage(alice.ID, alice, "hello")
-	h.srv.WaitCall(t, wait, telegramtest.Method("sendMessage", telegramtest.Succeeded, textHas("hi")))
 }

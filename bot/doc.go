@@ -11,10 +11,14 @@
 // A Bot is safe for concurrent use. Each update is handled in its own
 // goroutine, so presses and messages race: decisions rely on the service's
 // compare-and-set, so a double tap decides once. Events from the service
-// (approval requested, prompt completed) are handed to goroutines of the
-// bot; those that arrive between New and Run are queued and sent when Run
-// starts. Messages to Telegram all go through one paced, retrying path, so
-// the order of messages to one chat is the order of their sends only within
-// one goroutine. Run owns every goroutine the bot starts and returns after
-// they have all stopped.
+// (approval requested, prompt ended, worker activity) are handed to
+// goroutines of the bot. Run starts the service's work itself, by calling
+// its Recover after taking the answers a crash left undelivered, so an
+// answer is sent either by that snapshot or by its ended event, never by
+// both; the bot keeps no map of what was sent. "typing…" follows the
+// activity events: it shows while a worker advances the chat's prompt, not
+// while the prompt waits for a human or for a worker. Messages to Telegram
+// all go through one paced, retrying path, so the order of messages to one
+// chat is the order of their sends only within one goroutine. Run owns
+// every goroutine the bot starts and returns after they have all stopped.
 package bot

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	tgbot "github.com/go-telegram/bot"
 	"github.com/go-telegram/bot/models"
 
 	"tollgate/prompt"
@@ -81,10 +80,12 @@ func (b *Bot) handleMessage(ctx context.Context, m *models.Message) {
 			b.log.Error("find approval of a replied message", "chat", chat, "err", err)
 		}
 	}
-	_, err := b.cfg.Service.Create(ctx, conv, m.Text)
+	created, err := b.cfg.Service.Create(ctx, conv, m.Text)
 	switch {
+	case err == nil && created.Ahead > 0:
+		// Typing shows once a worker takes it; until then, say why not.
+		b.note(ctx, chat, m.ID, fmt.Sprintf("Many requests right now: %d ahead of yours. I will start on it as soon as I can.", created.Ahead))
 	case err == nil:
-		b.startTyping(chat, conv)
 	case errors.Is(err, prompt.ErrBusy):
 		b.busy(ctx, chat, conv, m.ID)
 	case errors.Is(err, prompt.ErrClosed):
@@ -119,17 +120,38 @@ func (b *Bot) command(m *models.Message) (string, bool) {
 func (b *Bot) busy(ctx context.Context, chat int64, conv string, msgID int) {
 	text := "I am still working on your previous message."
 	replyTo := msgID
-	if c := b.cfg.Service.ActiveIn(conv); c != nil {
-		if req, ok := c.PendingRequest(); ok {
-			h := &htmlText{}
-			h.text(" It is waiting for your decision on ").wrap("code", clip(req.ToolName, maxNameLength)).text(": this request (or send /pending).")
-			text += h.b.String()
-			if _, ids, err := b.cfg.Store.ApprovalMessages(ctx, req.ApprovalID); err == nil && len(ids) > 0 {
-				replyTo = ids[len(ids)-1]
-			}
+	if req := b.pending(ctx, conv); req != nil {
+		h := &htmlText{}
+		h.text(" It is waiting for your decision on ").wrap("code", clip(req.ToolName, maxNameLength)).text(": this request (or send /pending).")
+		text += h.b.String()
+		if _, ids, err := b.cfg.Store.ApprovalMessages(ctx, req.ApprovalID); err == nil && len(ids) > 0 {
+			replyTo = ids[len(ids)-1]
 		}
 	}
 	b.note(ctx, chat, replyTo, text+" Send /cancel to stop it.")
+}
+
+// active returns where the conversation's prompt stands: ok false if it
+// has none, an error (already logged) if the service could not tell.
+func (b *Bot) active(ctx context.Context, conv string) (prompt.Status, bool, error) {
+	st, err := b.cfg.Service.Active(ctx, conv)
+	switch {
+	case errors.Is(err, prompt.ErrNotFound):
+		return prompt.Status{}, false, nil
+	case err != nil:
+		b.log.Error("find the active prompt", "conversation", conv, "err", err)
+		return prompt.Status{}, false, err
+	}
+	return st, true, nil
+}
+
+// pending returns the request the conversation's prompt waits for, or nil.
+func (b *Bot) pending(ctx context.Context, conv string) *prompt.ApprovalRequest {
+	st, ok, _ := b.active(ctx, conv)
+	if !ok {
+		return nil
+	}
+	return st.Pending
 }
 
 func (b *Bot) handleCommand(ctx context.Context, m *models.Message, cmd string) {
@@ -138,37 +160,40 @@ func (b *Bot) handleCommand(ctx context.Context, m *models.Message, cmd string) 
 	case "/start", "/help":
 		b.note(ctx, chat, 0, b.helpText())
 	case "/pending":
-		c := b.cfg.Service.ActiveIn(conv)
-		if c == nil {
+		st, ok, err := b.active(ctx, conv)
+		switch {
+		case err != nil:
+			b.note(ctx, chat, m.ID, internalError)
+		case !ok:
 			b.note(ctx, chat, m.ID, "Nothing is waiting for your approval.")
-			return
-		}
-		req, ok := c.PendingRequest()
-		if !ok {
+		case st.Pending == nil:
 			b.note(ctx, chat, m.ID, "Nothing is waiting for your approval; I am still working on your message.")
-			return
-		}
-		if err := b.sendApproval(ctx, req); err != nil {
-			b.note(ctx, chat, m.ID, "I could not send the request; try /pending again.")
+		default:
+			if err := b.sendApproval(ctx, *st.Pending); err != nil {
+				b.note(ctx, chat, m.ID, "I could not send the request; try /pending again.")
+			}
 		}
 	case "/cancel":
-		c := b.cfg.Service.ActiveIn(conv)
-		if c == nil {
+		st, ok, err := b.active(ctx, conv)
+		switch {
+		case err != nil:
+			b.note(ctx, chat, m.ID, internalError)
+			return
+		case !ok:
 			b.note(ctx, chat, m.ID, "Nothing to cancel.")
 			return
 		}
-		req, pending := c.PendingRequest()
 		by := who(*m.From)
-		err := c.Cancel(ctx, by)
+		err = b.cfg.Service.Cancel(ctx, st.PromptID, by)
 		switch {
-		case errors.Is(err, prompt.ErrNotPending):
+		case errors.Is(err, prompt.ErrNotPending), errors.Is(err, prompt.ErrNotFound):
 			b.note(ctx, chat, m.ID, "Nothing to cancel.")
 		case err != nil:
-			b.log.Error("cancel prompt", "conversation", conv, "err", err)
+			b.log.Error("cancel prompt", "conversation", conv, "prompt", st.PromptID, "err", err)
 			b.note(ctx, chat, m.ID, internalError)
-		case pending:
-			// The completed event tells the user; here only the buttons go.
-			b.editApproval(ctx, req.ApprovalID, &req, nil, outcomeLine("🚫", "Cancelled", by, b.cfg.Now(), ""))
+		case st.Pending != nil:
+			// The ended event tells the user; here only the buttons go.
+			b.editApproval(ctx, st.Pending.ApprovalID, st.Pending, nil, outcomeLine("🚫", "Cancelled", by, b.cfg.Now(), ""))
 		}
 	default:
 		b.note(ctx, chat, m.ID, "I do not know that command. Send /help for the list.")
@@ -191,62 +216,6 @@ func (b *Bot) helpText() string {
 	}
 	h.text("\n\nCommands:\n/pending: show the request waiting for you\n/cancel: stop the current request\n/help: this message")
 	return h.b.String()
-}
-
-// startTyping shows "typing…" in the chat while the conversation's prompt
-// runs; it stops when the prompt waits for a human or ends.
-func (b *Bot) startTyping(chat int64, conv string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.state != running {
-		return
-	}
-	if b.typing[chat] {
-		// The loop may be deciding to end just as a prompt resumes.
-		b.kicked[chat] = true
-		return
-	}
-	b.typing[chat] = true
-	poll := b.pollCtx
-	b.goLocked(func(ctx context.Context) {
-		// "typing…" is pointless once updates stop; it must not hold up
-		// the drain of real sends.
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		defer context.AfterFunc(poll, cancel)()
-		for {
-			b.typeWhileRunning(ctx, chat, conv)
-			b.mu.Lock()
-			again := b.kicked[chat] && ctx.Err() == nil
-			delete(b.kicked, chat)
-			if !again {
-				delete(b.typing, chat)
-			}
-			b.mu.Unlock()
-			if !again {
-				return
-			}
-		}
-	})
-}
-
-func (b *Bot) typeWhileRunning(ctx context.Context, chat int64, conv string) {
-	for {
-		c := b.cfg.Service.ActiveIn(conv)
-		if c == nil || c.Prompt().State != prompt.StateRunning {
-			return
-		}
-		// One attempt: a missed "typing…" is not worth a retry.
-		if err := b.lim.wait(ctx, 0, paceGlobal); err != nil {
-			return
-		}
-		if _, err := b.tg.SendChatAction(ctx, &tgbot.SendChatActionParams{ChatID: chat, Action: models.ChatActionTyping}); err != nil {
-			b.log.Debug("send typing", "chat", chat, "err", err)
-		}
-		if sleep(ctx, b.cfg.Limits.Typing) != nil {
-			return
-		}
-	}
 }
 
 // sendApproval sends a request with its buttons (and its input as a
@@ -272,12 +241,8 @@ func (b *Bot) sendApproval(ctx context.Context, req prompt.ApprovalRequest) erro
 	// A press on another copy may have decided it while this one was on
 	// its way; that press's edit did not know of this copy, so close it
 	// here rather than leave live-looking buttons behind.
-	if ref, err := b.cfg.Service.LookupApproval(ctx, req.ApprovalID); err == nil && ref.Status != prompt.CallPending {
-		icon, verb := "✅", "Approved"
-		if ref.Status == prompt.CallRejected {
-			icon, verb = "❌", "Rejected"
-		}
-		b.editApproval(ctx, req.ApprovalID, &req, nil, outcomeLine(icon, verb, ref.DecidedBy, ref.DecidedAt, ""))
+	if ref, err := b.cfg.Service.LookupApproval(ctx, req.ApprovalID); err == nil && ref.Status != prompt.ApprovalPending {
+		b.editApproval(ctx, req.ApprovalID, &req, nil, decidedLine(ref))
 	}
 	if view.Document != nil {
 		caption := fmt.Sprintf("Full input of %s (%d characters)", clip(req.ToolName, maxNameLength), utf16Len(string(view.Document)))
@@ -292,36 +257,36 @@ func (b *Bot) sendApproval(ctx context.Context, req prompt.ApprovalRequest) erro
 // sendResult sends a finished prompt's answer, or why it failed.
 // It records the answer as dealt with once delivered, or once Telegram
 // refused it for good; after any other failure the next start sends it.
-func (b *Bot) sendResult(ctx context.Context, p *prompt.Prompt) {
-	chat, err := b.chatOf(ctx, p.ConversationID)
+func (b *Bot) sendResult(ctx context.Context, a prompt.Answer) {
+	chat, err := b.chatOf(ctx, a.ConversationID)
 	if err != nil {
-		b.log.Error("answer not sent", "prompt", p.ID, "err", err)
-		b.markAnswered(ctx, p.ID, "no chat: "+err.Error())
+		b.log.Error("answer not sent", "prompt", a.PromptID, "err", err)
+		b.markAnswered(ctx, a.PromptID, "no chat: "+err.Error())
 		return
 	}
 	var chunks []chunk
 	switch {
-	case p.State == prompt.StateFailed:
+	case a.State == prompt.StateFailed:
 		h := &htmlText{}
-		h.text("⚠️ " + answerVisible(p.Error))
-		chunks = []chunk{{HTML: h.b.String(), Plain: "⚠️ " + p.Error}}
-	case strings.TrimSpace(p.FinalText()) == "":
+		h.text("⚠️ " + answerVisible(a.Error))
+		chunks = []chunk{{HTML: h.b.String(), Plain: "⚠️ " + a.Error}}
+	case strings.TrimSpace(a.Text) == "":
 		chunks = []chunk{{HTML: "The agent finished without an answer."}}
 	default:
-		chunks = renderAnswer(p.FinalText())
+		chunks = renderAnswer(a.Text)
 	}
 	for _, c := range chunks {
 		if _, err := b.send(ctx, message{chat: chat, html: c.HTML, plain: c.Plain}); err != nil {
 			if permanent(err) {
-				b.log.Error("answer refused by Telegram; not sent again", "prompt", p.ID, "chat", chat, "err", err)
-				b.markAnswered(ctx, p.ID, "refused: "+err.Error())
+				b.log.Error("answer refused by Telegram; not sent again", "prompt", a.PromptID, "chat", chat, "err", err)
+				b.markAnswered(ctx, a.PromptID, "refused: "+err.Error())
 				return
 			}
-			b.log.Error("answer not sent; the next start sends it again", "prompt", p.ID, "chat", chat, "err", err)
+			b.log.Error("answer not sent; the next start sends it again", "prompt", a.PromptID, "chat", chat, "err", err)
 			return
 		}
 	}
-	b.markAnswered(ctx, p.ID, "")
+	b.markAnswered(ctx, a.PromptID, "")
 }
 
 func (b *Bot) markAnswered(ctx context.Context, promptID, note string) {
@@ -366,7 +331,7 @@ func (b *Bot) handleCallback(ctx context.Context, q *models.CallbackQuery) {
 	case errors.Is(err, prompt.ErrNotFound):
 		// A copy not (yet) recorded still counts if the approval belongs
 		// to this chat: pending in its conversation, or shown in it.
-		if !b.pendingIn(chat, id) {
+		if b.pendingRequest(ctx, chat, id) == nil {
 			c, _, err := b.cfg.Store.ApprovalMessages(ctx, id)
 			if err != nil || c != chat {
 				b.answerCallback(ctx, q.ID, expired)
@@ -378,8 +343,7 @@ func (b *Bot) handleCallback(ctx context.Context, q *models.CallbackQuery) {
 		b.answerCallback(ctx, q.ID, internalError)
 		return
 	}
-	conv := conversationOf(chat)
-	req := b.pendingRequest(chat, id)
+	req := b.pendingRequest(ctx, chat, id)
 	by := who(q.From)
 	var err error
 	if approve {
@@ -407,14 +371,13 @@ func (b *Bot) handleCallback(ctx context.Context, q *models.CallbackQuery) {
 		b.answerCallback(ctx, q.ID, "Rejected")
 	}
 	b.editApproval(ctx, id, req, pressed, line)
-	b.startTyping(chat, conv)
 }
 
 // rejectByReply rejects an approval with the reply's text as feedback for
 // the model.
 func (b *Bot) rejectByReply(ctx context.Context, m *models.Message, id string) {
-	chat, conv, by := m.Chat.ID, conversationOf(m.Chat.ID), who(*m.From)
-	req := b.pendingRequest(chat, id)
+	chat, by := m.Chat.ID, who(*m.From)
+	req := b.pendingRequest(ctx, chat, id)
 	err := b.cfg.Service.Reject(ctx, id, m.Text, by)
 	switch {
 	case errors.Is(err, prompt.ErrNotPending), errors.Is(err, prompt.ErrNotFound):
@@ -427,7 +390,6 @@ func (b *Bot) rejectByReply(ctx context.Context, m *models.Message, id string) {
 	}
 	b.editApproval(ctx, id, req, m.ReplyToMessage, outcomeLine("❌", "Rejected", by, b.cfg.Now(), m.Text))
 	b.note(ctx, chat, m.ID, "Rejected; your note goes to the agent.")
-	b.startTyping(chat, conv)
 }
 
 // editApproval removes the buttons from every copy of a decided request and
@@ -467,17 +429,9 @@ func (b *Bot) editApproval(ctx context.Context, id string, req *prompt.ApprovalR
 
 // pendingRequest returns the request of approval id if it is the one the
 // chat's prompt waits for, else nil.
-func (b *Bot) pendingRequest(chat int64, id string) *prompt.ApprovalRequest {
-	c := b.cfg.Service.ActiveIn(conversationOf(chat))
-	if c == nil {
-		return nil
-	}
-	if req, ok := c.PendingRequest(); ok && req.ApprovalID == id {
-		return &req
+func (b *Bot) pendingRequest(ctx context.Context, chat int64, id string) *prompt.ApprovalRequest {
+	if req := b.pending(ctx, conversationOf(chat)); req != nil && req.ApprovalID == id {
+		return req
 	}
 	return nil
 }
-
-// pendingIn reports whether approval id is the one the chat's prompt waits
-// for.
-func (b *Bot) pendingIn(chat int64, id string) bool { return b.pendingRequest(chat, id) != nil }

@@ -5,7 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,20 +28,23 @@ var (
 	mallory = models.User{ID: 999, FirstName: "Mallory"}
 )
 
-// memStore is an in-memory bot.Store.
+// memStore is an in-memory bot.Store. Like the database, which holds the
+// prompts too, it lists as unanswered the prompts of its chats that ended
+// in the prompt store without MarkAnswered.
 type memStore struct {
+	prompts   *prompttest.Store
+	calls     *callLog
 	mu        sync.Mutex
 	chats     map[string]int64
 	approvals map[string][]int // approval → message IDs
 	chatOf    map[string]int64 // approval → chat
 	byMessage map[[2]int64]string
-	ended     []*prompt.Prompt  // prompts that ended, as the store would list them
 	answered  map[string]string // prompt ID → note
 }
 
-func newMemStore() *memStore {
-	return &memStore{chats: map[string]int64{}, approvals: map[string][]int{}, chatOf: map[string]int64{}, byMessage: map[[2]int64]string{},
-		answered: map[string]string{}}
+func newMemStore(prompts *prompttest.Store, calls *callLog) *memStore {
+	return &memStore{prompts: prompts, calls: calls, chats: map[string]int64{}, approvals: map[string][]int{}, chatOf: map[string]int64{},
+		byMessage: map[[2]int64]string{}, answered: map[string]string{}}
 }
 
 func (m *memStore) SaveChat(_ context.Context, conv string, chat int64) error {
@@ -94,16 +97,28 @@ func (m *memStore) ApprovalByMessage(_ context.Context, chat int64, msg int) (st
 	return id, nil
 }
 
-// UnansweredPrompts returns the ended prompts a test put in m.ended that
-// were not marked answered.
-func (m *memStore) UnansweredPrompts(_ context.Context, limit int) ([]*prompt.Prompt, error) {
+// UnansweredPrompts lists the ended prompts of the chats it knows that were
+// not marked answered, oldest first, as the database does.
+func (m *memStore) UnansweredPrompts(ctx context.Context, limit int) ([]prompt.Answer, error) {
+	m.calls.add("unanswered prompts")
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []*prompt.Prompt
-	for _, p := range m.ended {
-		if _, done := m.answered[p.ID]; !done && len(out) < limit {
-			out = append(out, p.Clone())
+	var ended []*prompt.Prompt
+	for conv := range m.chats {
+		ps, err := m.prompts.History(ctx, conv, "", 1000)
+		if err != nil {
+			return nil, err
 		}
+		for _, p := range ps {
+			if _, done := m.answered[p.ID]; p.State.Final() && !done {
+				ended = append(ended, p)
+			}
+		}
+	}
+	slices.SortStableFunc(ended, func(a, b *prompt.Prompt) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	var out []prompt.Answer
+	for _, p := range ended[:min(limit, len(ended))] {
+		out = append(out, prompt.Answer{PromptID: p.ID, ConversationID: p.ConversationID, State: p.State, Text: p.FinalText(), Error: p.Error})
 	}
 	return out, nil
 }
@@ -125,8 +140,78 @@ func (m *memStore) answeredNote(id string) (string, bool) {
 	return note, ok
 }
 
+// approvalCopies returns how many messages were recorded for approval id.
+func (m *memStore) approvalCopies(id string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.approvals[id])
+}
+
 var _ bot.Store = (*memStore)(nil)
 var _ bot.Service = (*prompt.Service)(nil)
+
+// callLog records, in order, the store calls tests look for, and lets a
+// test wait for one without polling.
+type callLog struct {
+	mu      sync.Mutex
+	calls   []string
+	changed chan struct{}
+}
+
+func newCallLog() *callLog { return &callLog{changed: make(chan struct{})} }
+
+func (l *callLog) add(call string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls = append(l.calls, call)
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+func (l *callLog) list() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.calls)
+}
+
+// wait waits up to timeout for call, and reports whether it came.
+func (l *callLog) wait(timeout time.Duration, call string) bool {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		l.mu.Lock()
+		found, ch := slices.Contains(l.calls, call), l.changed
+		l.mu.Unlock()
+		if found {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			return false
+		}
+	}
+}
+
+// tracedStore is the prompt store the harness's service uses: it logs the
+// calls that tell where Recover and Create are.
+type tracedStore struct {
+	*prompttest.Store
+	calls *callLog
+}
+
+func (s *tracedStore) RunningPrompts(ctx context.Context, cur prompt.Cursor, limit int) ([]string, prompt.Cursor, error) {
+	s.calls.add("running prompts")
+	return s.Store.RunningPrompts(ctx, cur, limit)
+}
+
+func (s *tracedStore) CreatePrompt(ctx context.Context, p *prompt.Prompt) error {
+	if err := s.Store.CreatePrompt(ctx, p); err != nil {
+		return err
+	}
+	s.calls.add("create " + p.ConversationID)
+	return nil
+}
 
 type shellIn struct {
 	Cmd string `json:"cmd"`
@@ -154,7 +239,8 @@ type harness struct {
 	t      *testing.T
 	srv    *telegramtest.Server
 	model  *prompttest.Model
-	pstore *prompt.MemStore
+	pstore *prompttest.Store
+	calls  *callLog
 	svc    *prompt.Service
 	store  *memStore
 	bot    *bot.Bot
@@ -165,14 +251,37 @@ type harness struct {
 	done   chan error
 }
 
-type option func(*bot.Config)
+// config is what a harness is built from; options change it first.
+type config struct {
+	bot.Config
+	svc prompt.Config
+}
+
+type option func(*config)
 
 // newHarness wires the real prompt.Service, with a gated tool shell.run,
 // to a Bot talking to a fake Bot API; it does not start the bot.
 func newHarness(t *testing.T, steps []prompttest.Step, opts ...option) *harness {
 	t.Helper()
-	h := &harness{t: t, srv: telegramtest.NewServer(t, token), model: prompttest.NewModel(steps...),
-		pstore: prompt.NewMemStore(), store: newMemStore(), ranArg: make(chan string, 10), logs: &syncBuffer{}}
+	calls, pstore := newCallLog(), prompttest.NewStore()
+	return build(t, telegramtest.NewServer(t, token), pstore, newMemStore(pstore, calls), calls, steps, opts...)
+}
+
+// restart stops h's bot and closes its service, as a deploy does, and
+// returns the next process: a new service and bot on the same stores and
+// the same Telegram, not started.
+func (h *harness) restart(steps []prompttest.Step, opts ...option) *harness {
+	h.t.Helper()
+	h.stop()
+	h.closeService()
+	return build(h.t, h.srv, h.pstore, h.store, h.calls, steps, opts...)
+}
+
+func build(t *testing.T, srv *telegramtest.Server, pstore *prompttest.Store, store *memStore, calls *callLog,
+	steps []prompttest.Step, opts ...option) *harness {
+	t.Helper()
+	h := &harness{t: t, srv: srv, model: prompttest.NewModel(steps...), pstore: pstore, calls: calls, store: store,
+		ranArg: make(chan string, 10), logs: &syncBuffer{}}
 	tool, err := prompt.NewTool("shell.run", "Runs a shell command.", prompt.AlwaysFor[shellIn]("runs a command on the host"),
 		func(ctx context.Context, in shellIn) (string, error) {
 			h.ran.Add(1)
@@ -182,31 +291,39 @@ func newHarness(t *testing.T, steps []prompttest.Step, opts ...option) *harness 
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.svc, err = prompt.NewService(prompt.Config{Model: h.model, Store: h.pstore, Tools: []*prompt.Tool{tool}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = h.svc.Close(ctx)
-	})
-	cfg := bot.Config{
-		Token: token, APIURL: h.srv.URL(), AllowedUsers: []int64{alice.ID, bob.ID},
-		Service: h.svc, Store: h.store,
-		Logger:      slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Now:         func() time.Time { return time.Date(2026, 11, 22, 3, 4, 0, 0, time.UTC) },
-		PollTimeout: 5 * time.Second,
-		Limits:      bot.Limits{PerChat: 5 * time.Millisecond, Global: time.Millisecond, Backoff: 10 * time.Millisecond, Typing: 50 * time.Millisecond},
+	cfg := config{
+		Config: bot.Config{
+			Token: token, APIURL: srv.URL(), AllowedUsers: []int64{alice.ID, bob.ID},
+			Store:       store,
+			Logger:      slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+			Now:         func() time.Time { return time.Date(2026, 11, 22, 3, 4, 0, 0, time.UTC) },
+			PollTimeout: 5 * time.Second,
+			Limits:      bot.Limits{PerChat: 5 * time.Millisecond, Global: time.Millisecond, Backoff: 10 * time.Millisecond, Typing: 50 * time.Millisecond},
+		},
+		svc: prompt.Config{Model: h.model, Store: &tracedStore{Store: pstore, calls: calls}, Tools: []*prompt.Tool{tool}},
 	}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	h.bot, err = bot.New(cfg)
+	h.svc, err = prompt.NewService(cfg.svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.closeService)
+	cfg.Service = h.svc
+	h.bot, err = bot.New(cfg.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return h
+}
+
+func (h *harness) closeService() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.svc.Close(ctx); err != nil {
+		h.t.Errorf("close service: %v", err)
+	}
 }
 
 // start runs the bot until the test ends, then checks that Run returned.
@@ -304,4 +421,15 @@ func (h *harness) waitAnswer(id, text string) {
 	}))
 }
 
-var _ = http.StatusOK
+// mustPending returns the request alice's chat waits for.
+func mustPending(t *testing.T, h *harness) prompt.ApprovalRequest {
+	t.Helper()
+	st, err := h.svc.Active(context.Background(), "tg:111")
+	if err != nil {
+		t.Fatalf("no active prompt: %v", err)
+	}
+	if st.Pending == nil {
+		t.Fatalf("nothing pending; prompt %s is %s", st.PromptID, st.State)
+	}
+	return *st.Pending
+}

@@ -48,7 +48,7 @@ var _ bot.Store = (*hookStore)(nil)
 
 // withHookStore makes the harness's bot use a hookStore over its memStore.
 func withHookStore(hs *hookStore) option {
-	return func(c *bot.Config) {
+	return func(c *config) {
 		hs.memStore = c.Store.(*memStore)
 		c.Store = hs
 	}
@@ -116,7 +116,7 @@ func TestOtherDeleteWebhookFailuresStopRun(t *testing.T) {
 		"server error": {telegramtest.ServerError(), 5, nil},
 	} {
 		t.Run(name, func(t *testing.T) {
-			h := newHarness(t, nil, func(c *bot.Config) { c.Limits.MaxAttempts = 5 })
+			h := newHarness(t, nil, func(c *config) { c.Limits.MaxAttempts = 5 })
 			h.srv.Fail("deleteWebhook", tc.n, tc.fault)
 			ctx, cancel := context.WithTimeout(context.Background(), wait)
 			defer cancel()

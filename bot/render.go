@@ -226,6 +226,24 @@ func outcomeLine(icon, verb, by string, at time.Time, note string) string {
 	return h.b.String()
 }
 
+// decidedLine is the outcome line of an approval decided elsewhere, as the
+// service tells it; no longer than an outcomeLine.
+func decidedLine(ref prompt.ApprovalRef) string {
+	switch ref.Status {
+	case prompt.ApprovalApproved:
+		return outcomeLine("✅", "Approved", ref.DecidedBy, ref.DecidedAt, "")
+	case prompt.ApprovalRejected:
+		return outcomeLine("❌", "Rejected", ref.DecidedBy, ref.DecidedAt, "")
+	}
+	// Expired: the prompt ended without a decision; nobody decided it.
+	h := &htmlText{}
+	h.text("\n\n⌛ ").wrap("b", "Expired")
+	if ref.Note != "" {
+		h.text(": " + clip(ref.Note, maxNoteLength))
+	}
+	return h.b.String()
+}
+
 // chunk is one message of an answer, as HTML and as plain text for when
 // Telegram refuses the HTML.
 type chunk struct {

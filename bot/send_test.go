@@ -54,7 +54,7 @@ func TestLimiterTurnsABurstIntoAQueue(t *testing.T) {
 
 func TestEditNotModifiedIsSuccess(t *testing.T) {
 	srv := telegramtest.NewServer(t, "1:t")
-	svc, err := prompt.NewService(prompt.Config{Model: prompttest.NewModel(), Store: prompt.NewMemStore()})
+	svc, err := prompt.NewService(prompt.Config{Model: prompttest.NewModel(), Store: prompttest.NewStore()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,5 +95,5 @@ func (nopStore) ApprovalMessages(context.Context, string) (int64, []int, error) 
 func (nopStore) ApprovalByMessage(context.Context, int64, int) (string, error) {
 	return "", prompt.ErrNotFound
 }
-func (nopStore) UnansweredPrompts(context.Context, int) ([]*prompt.Prompt, error) { return nil, nil }
-func (nopStore) MarkAnswered(context.Context, string, string) error               { return nil }
+func (nopStore) UnansweredPrompts(context.Context, int) ([]prompt.Answer, error) { return nil, nil }
+func (nopStore) MarkAnswered(context.Context, string, string) error              { return nil }

@@ -355,6 +355,15 @@ func (s *Server) PendingUpdates() int {
 	return len(s.updates)
 }
 
+// KnownChat makes chat chatID known as if from had written to the bot
+// before the test began (before a restart, say), without an update: the bot
+// may send to it at once.
+func (s *Server) KnownChat(chatID int64, from models.User) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.chatLocked(chatID, from)
+}
+
 func (s *Server) chatLocked(chatID int64, from models.User) *chat {
 	c := s.chats[chatID]
 	if c == nil {
