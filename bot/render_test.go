@@ -219,3 +219,33 @@ func TestWhoKeepsTheIDOfALongName(t *testing.T) {
 		t.Errorf("outcome line %q lost the ID", line)
 	}
 }
+
+func TestDecidedLineTellsHowTheRequestEnded(t *testing.T) {
+	at := time.Date(2026, 11, 22, 3, 4, 0, 0, time.UTC)
+	long := strings.Repeat("😀\u200B", 3000)
+	for _, tc := range []struct {
+		ref  prompt.ApprovalRef
+		want string
+	}{
+		{prompt.ApprovalRef{Status: prompt.ApprovalApproved, DecidedBy: "Alice (111)", DecidedAt: at}, "✅ Approved by Alice (111) at 2026-11-22 03:04 UTC"},
+		{prompt.ApprovalRef{Status: prompt.ApprovalRejected, DecidedBy: "Bob (222)", DecidedAt: at, Note: "no"}, "❌ Rejected by Bob (222) at 2026-11-22 03:04 UTC"},
+		// Nobody decided an expired one: no "by", and the note says why.
+		{prompt.ApprovalRef{Status: prompt.ApprovalExpired, Note: "not run: Cancelled by Alice (111)."}, "⌛ Expired: not run: Cancelled by Alice (111)."},
+		{prompt.ApprovalRef{Status: prompt.ApprovalExpired, Note: long}, "⌛ Expired: "},
+	} {
+		line := decidedLine(tc.ref)
+		plain, _, err := telegramtest.ParseHTML(line)
+		if err != nil {
+			t.Fatalf("%s: Telegram would refuse %q: %v", tc.ref.Status, line, err)
+		}
+		if !strings.Contains(plain, tc.want) {
+			t.Errorf("%s: line %q, want %q in it", tc.ref.Status, plain, tc.want)
+		}
+		if strings.Contains(plain, " by  at") {
+			t.Errorf("%s: line %q names nobody", tc.ref.Status, plain)
+		}
+		if n := parsedLen(t, line); n > outcomeRoom {
+			t.Errorf("%s: line counts %d characters, more than the %d kept for it", tc.ref.Status, n, outcomeRoom)
+		}
+	}
+}
