@@ -82,9 +82,9 @@ func (b *Bot) handleMessage(ctx context.Context, m *models.Message) {
 	}
 	created, err := b.cfg.Service.Create(ctx, conv, m.Text)
 	switch {
-	case err == nil && created.Ahead > 0:
+	case err == nil && created.Position > 0:
 		// Typing shows once a worker takes it; until then, say why not.
-		b.note(ctx, chat, m.ID, fmt.Sprintf("Many requests right now: %d ahead of yours. I will start on it as soon as I can.", created.Ahead))
+		b.note(ctx, chat, m.ID, fmt.Sprintf("Many requests right now: yours is number %d in line. I will start on it as soon as I can.", created.Position))
 	case err == nil:
 	case errors.Is(err, prompt.ErrBusy):
 		b.busy(ctx, chat, conv, m.ID)

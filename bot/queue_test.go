@@ -17,7 +17,7 @@ import (
 var carol = models.User{ID: 333, FirstName: "Carol"}
 
 // TestAMessageThatWaitsForAWorkerSaysSo: with every worker busy, a message
-// that has to wait its turn gets a note saying how many are ahead of it,
+// that has to wait its turn gets a note with its place in line,
 // and is answered once its turn comes.
 func TestAMessageThatWaitsForAWorkerSaysSo(t *testing.T) {
 	started, release := make(chan struct{}), make(chan struct{})
@@ -44,24 +44,20 @@ func TestAMessageThatWaitsForAWorkerSaysSo(t *testing.T) {
 	case <-time.After(wait):
 		t.Fatal("the model never started on the first message")
 	}
-	h.srv.UserMessage(bob.ID, bob, "two")
-	if !h.calls.wait(wait, "create tg:222") {
-		t.Fatal("bob's prompt never created")
-	}
-	// TODO(core): bob's prompt waits too, but Created.Ahead counts only
-	// the prompts queued before it, none here, so he gets no note yet.
-	third := h.srv.UserMessage(carol.ID, carol, "three")
-	note := h.srv.WaitCall(t, wait, telegramtest.Method("sendMessage", telegramtest.Succeeded, toChat(carol.ID), textHas("ahead of yours")))
-	m, _ := note.Message()
-	if m.ReplyToMessage == nil || m.ReplyToMessage.ID != third.ID {
-		t.Errorf("note does not reply to the waiting message %d: %+v", third.ID, m.ReplyToMessage)
-	}
-	ahead := regexp.MustCompile(`(\d+) ahead of yours`).FindStringSubmatch(m.Text)
-	if ahead == nil {
-		t.Fatalf("note %q gives no count", m.Text)
-	}
-	if n, _ := strconv.Atoi(ahead[1]); n < 1 {
-		t.Errorf("note %q: want at least bob's prompt ahead", m.Text)
+	for i, u := range []models.User{bob, carol} {
+		sent := h.srv.UserMessage(u.ID, u, "message "+strconv.Itoa(i+2))
+		note := h.srv.WaitCall(t, wait, telegramtest.Method("sendMessage", telegramtest.Succeeded, toChat(u.ID), textHas("in line")))
+		m, _ := note.Message()
+		if m.ReplyToMessage == nil || m.ReplyToMessage.ID != sent.ID {
+			t.Errorf("note does not reply to the waiting message %d: %+v", sent.ID, m.ReplyToMessage)
+		}
+		place := regexp.MustCompile(`number (\d+) in line`).FindStringSubmatch(m.Text)
+		if place == nil {
+			t.Fatalf("note %q gives no place", m.Text)
+		}
+		if n, _ := strconv.Atoi(place[1]); n != i+1 {
+			t.Errorf("%s's note %q: want place %d", u.FirstName, m.Text, i+1)
+		}
 	}
 	if n := len(h.srv.Calls(telegramtest.Method("sendMessage", toChat(alice.ID)))); n != 0 {
 		t.Errorf("alice, whose prompt runs, got %d messages", n)

@@ -51,9 +51,9 @@ type Status struct {
 // Created tells about a prompt Create saved.
 type Created struct {
 	PromptID string
-	// Ahead is how many prompts wait for a worker before this one; 0 when
-	// a worker takes it at once.
-	Ahead int
+	// Position is the prompt's place in the line for a worker: 0 when a
+	// worker takes it at once, 1 when it is next, and so on.
+	Position int
 }
 
 // listeners is a registration-ordered list, safe for concurrent use.

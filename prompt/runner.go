@@ -8,9 +8,9 @@ import (
 )
 
 // kick asks for prompt id to be advanced: queued for a worker, or looked
-// at again by the worker that has it. It returns how many prompts wait
-// for a worker before it. During shutdown it does nothing: the prompt
-// stays as stored, for the next start.
+// at again by the worker that has it. It returns the prompt's place in
+// the line for a worker (0: a worker takes it at once). During shutdown
+// it does nothing: the prompt stays as stored, for the next start.
 func (s *Service) kick(id string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -29,11 +29,15 @@ func (s *Service) kick(id string) int {
 		}
 		s.idle = s.workers
 	}
-	ahead := max(0, len(s.queue)-s.idle)
+	// The first idle workers take the first queued prompts.
+	pos := 0
+	if len(s.queue) >= s.idle {
+		pos = len(s.queue) - s.idle + 1
+	}
 	s.entries[id] = &entry{}
 	s.queue = append(s.queue, id)
 	s.wake.Signal()
-	return ahead
+	return pos
 }
 
 func (s *Service) dequeueLocked(id string) {

@@ -183,7 +183,7 @@ func (s *Service) Create(ctx context.Context, conversationID, input string) (Cre
 	if err := s.store.CreatePrompt(ctx, p); err != nil {
 		return Created{}, fmt.Errorf("create prompt in %s: %w", conversationID, err)
 	}
-	return Created{PromptID: p.ID, Ahead: s.kick(p.ID)}, nil
+	return Created{PromptID: p.ID, Position: s.kick(p.ID)}, nil
 }
 
 // Active returns where the conversation's running or waiting prompt
