@@ -14,6 +14,7 @@ import (
 	"tollgate/llm"
 	"tollgate/llm/llmtest"
 	"tollgate/prompt"
+	"tollgate/prompt/prompttest"
 )
 
 // sleeper records the waits between attempts instead of waiting.
@@ -270,21 +271,24 @@ func TestBadArgumentsBecomeAnErrorResultForTheModel(t *testing.T) {
 	srv := llmtest.NewServer(t)
 	srv.Add(llmtest.CallTool("web-fetch__fetch", `{"url": "https://exa`), llmtest.Text("Sorry, my mistake."))
 	m, _ := newModel(t, llm.Config{BaseURL: srv.URL()})
-	svc, err := prompt.NewService(prompt.Config{Model: m, Store: prompt.NewMemStore(), Tools: []*prompt.Tool{tool}})
+	svc, err := prompt.NewService(prompt.Config{Model: m, Store: prompttest.NewStore(), Tools: []*prompt.Tool{tool}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { svc.Close(context.Background()) })
-	c, err := svc.Create(t.Context(), "chat", "fetch it")
-	if err != nil {
+	ended := make(chan prompt.Answer, 1)
+	svc.OnEnded(func(_ context.Context, a prompt.Answer) { ended <- a })
+	if _, err := svc.Create(t.Context(), "chat", "fetch it"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Wait(t.Context()); err != nil {
-		t.Fatal(err)
+	var a prompt.Answer
+	select {
+	case a = <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the prompt did not end")
 	}
-	p := c.Prompt()
-	if p.State != "completed" || p.FinalText() != "Sorry, my mistake." {
-		t.Fatalf("prompt = %s %q (%s)", p.State, p.FinalText(), p.Error)
+	if a.State != prompt.StateCompleted || a.Text != "Sorry, my mistake." {
+		t.Fatalf("prompt = %s %q (%s)", a.State, a.Text, a.Error)
 	}
 	second := srv.Wait(2)
 	last := second.Last()

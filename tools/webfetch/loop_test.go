@@ -34,16 +34,38 @@ type harness struct {
 	svc   *prompt.Service
 	model *prompttest.Model
 	store *webfetch.MemStore
-	port  string
-	hits  atomic.Int32
+	// prompts is the core's store: tests read what was saved from it.
+	prompts *prompttest.Store
+	port    string
+	hits    atomic.Int32
+	// settled gets a prompt's ID each time it pauses or ends.
+	settled chan string
 
 	mu        sync.Mutex
 	approvals []prompt.ApprovalRequest
 }
 
+// completion is a prompt the harness created, read back from the store.
+type completion struct {
+	h  *harness
+	id string
+}
+
+func (c *completion) ID() string { return c.id }
+
+func (c *completion) Prompt() *prompt.Prompt {
+	c.h.t.Helper()
+	p, err := c.h.prompts.Prompt(c.id)
+	if err != nil {
+		c.h.t.Fatal(err)
+	}
+	return p
+}
+
 func newHarness(t *testing.T, seed []string, steps ...prompttest.Step) *harness {
 	t.Helper()
-	h := &harness{t: t, model: prompttest.NewModel(steps...), store: webfetch.NewMemStore()}
+	h := &harness{t: t, model: prompttest.NewModel(steps...), store: webfetch.NewMemStore(),
+		prompts: prompttest.NewStore(), settled: make(chan string, 16)}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.hits.Add(1)
 		w.Header().Set("Content-Type", "text/plain")
@@ -58,15 +80,17 @@ func newHarness(t *testing.T, seed []string, steps ...prompttest.Step) *harness 
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.svc, err = prompt.NewService(prompt.Config{Model: h.model, Store: prompt.NewMemStore(), Tools: f.Tools()})
+	h.svc, err = prompt.NewService(prompt.Config{Model: h.model, Store: h.prompts, Tools: f.Tools()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.svc.OnApprovalRequested(func(_ context.Context, _ *prompt.Completion, req prompt.ApprovalRequest) {
+	h.svc.OnApprovalRequested(func(_ context.Context, req prompt.ApprovalRequest) {
 		h.mu.Lock()
-		defer h.mu.Unlock()
 		h.approvals = append(h.approvals, req)
+		h.mu.Unlock()
+		h.settled <- req.PromptID
 	})
+	h.svc.OnEnded(func(_ context.Context, a prompt.Answer) { h.settled <- a.PromptID })
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -79,22 +103,30 @@ func newHarness(t *testing.T, seed []string, steps ...prompttest.Step) *harness 
 
 func (h *harness) url(host, path string) string { return "http://" + host + ":" + h.port + path }
 
-func (h *harness) run(input string) *prompt.Completion {
+func (h *harness) run(input string) *completion {
 	h.t.Helper()
-	c, err := h.svc.Create(context.Background(), "chat-1", input)
+	created, err := h.svc.Create(context.Background(), "chat-1", input)
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	c := &completion{h: h, id: created.PromptID}
 	h.wait(c)
 	return c
 }
 
-func (h *harness) wait(c *prompt.Completion) {
+// wait waits for c to pause or end once more.
+func (h *harness) wait(c *completion) {
 	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := c.Wait(ctx); err != nil {
-		h.t.Fatal(err)
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case id := <-h.settled:
+			if id == c.id {
+				return
+			}
+		case <-timeout:
+			h.t.Fatalf("prompt %s neither paused nor ended", c.id)
+		}
 	}
 }
 
@@ -122,7 +154,7 @@ func domainCall(id, tool, domain string) prompt.ToolCall {
 	return prompttest.Call(id, tool, fmt.Sprintf(`{"domain":%q}`, domain))
 }
 
-func result(t *testing.T, c *prompt.Completion, id string) *prompt.Result {
+func result(t *testing.T, c *completion, id string) *prompt.Result {
 	t.Helper()
 	p := c.Prompt()
 	for _, it := range p.Output {
@@ -137,7 +169,7 @@ func result(t *testing.T, c *prompt.Completion, id string) *prompt.Result {
 	return nil
 }
 
-func wantState(t *testing.T, c *prompt.Completion, want prompt.State) {
+func wantState(t *testing.T, c *completion, want prompt.State) {
 	t.Helper()
 	if p := c.Prompt(); p.State != want {
 		t.Fatalf("state %s (error %q); want %s", p.State, p.Error, want)
@@ -423,7 +455,7 @@ func TestToolsAreNamedAndGatedAsSpecified(t *testing.T) {
 	if fmt.Sprint(gated) != fmt.Sprint(want) {
 		t.Fatalf("tools %v; want %v", gated, want)
 	}
-	if _, err := prompt.NewService(prompt.Config{Model: prompttest.NewModel(), Store: prompt.NewMemStore(), Tools: f.Tools()}); err != nil {
+	if _, err := prompt.NewService(prompt.Config{Model: prompttest.NewModel(), Store: prompttest.NewStore(), Tools: f.Tools()}); err != nil {
 		t.Fatalf("the service refuses the tools: %v", err)
 	}
 }
