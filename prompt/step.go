@@ -397,7 +397,8 @@ func settle(p *Prompt) ([]int, bool) {
 }
 
 // endPrompt moves p to a final state; calls that were never run get an
-// error result so the record reads true.
+// error result, and calls left executing an "outcome unknown" one, so the
+// record reads true.
 func endPrompt(p *Prompt, state State, why string) []int {
 	p.State = state
 	p.Error = why
@@ -418,6 +419,16 @@ func endPrompt(p *Prompt, state State, why string) []int {
 				// The approval is the audit trail: "approved, done" alone
 				// would read as if the tool ran.
 				call.Approval.Note = "not run: " + why
+			}
+			changed = append(changed, i)
+		case CallExecuting:
+			// The pass that ran it could not save its result (or a
+			// shutdown cut it): it may have run, and an ended prompt is
+			// never repaired, so say so now rather than "not run".
+			call.Status = CallInterrupted
+			call.Result = &Result{Type: ResultError, Error: InterruptedError}
+			if call.Approval != nil && call.Approval.Note == "" {
+				call.Approval.Note = InterruptedError
 			}
 			changed = append(changed, i)
 		}
