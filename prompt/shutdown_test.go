@@ -97,7 +97,12 @@ func TestCancelAfterADeadlineCutToolSaysOutcomeUnknown(t *testing.T) {
 	if err := h.svc.Close(expired(t)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("close = %v", err)
 	}
-	h.idle(id)
+	// Closing again waits for the workers to let go: a Cancel that found
+	// the worker still holding the prompt would leave its end to the next
+	// start, as shutdown leaves every kick.
+	if err := h.svc.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	if err := h.svc.Cancel(context.Background(), id, "alice"); err != nil {
 		t.Fatal(err)
 	}
@@ -173,9 +178,13 @@ func TestCancelAfterADecisionDuringShutdownEndsThePrompt(t *testing.T) {
 	if err := h.svc.Cancel(context.Background(), id, "alice"); err != nil {
 		t.Fatal(err)
 	}
+	// No worker had it: ended before Cancel returned.
 	p := h.stored(id)
 	if p.State != prompt.StateFailed || p.Error != "Cancelled by alice." {
 		t.Fatalf("stored = %s %q", p.State, p.Error)
+	}
+	if a := waitFor(t, h.ended); a.PromptID != id || a.State != prompt.StateFailed {
+		t.Fatalf("ended = %+v", a)
 	}
 	// The approval is the audit trail: "approved by alice, done" must not
 	// read as if the tool ran.
