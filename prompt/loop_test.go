@@ -467,7 +467,7 @@ func TestPromptRoundTripsThroughJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	b2, _ := json.Marshal(&back)
-	if string(b) != string(b2) || back.PendingCall() == nil || back.PendingCall().Approval.ID != req.ApprovalID {
+	if string(b) != string(b2) {
 		t.Fatalf("round trip differs:\n%s\n%s", b, b2)
 	}
 	if got, ok := back.PendingRequest(); !ok || !reflect.DeepEqual(got.Queued, req.Queued) || got.ApprovalID != req.ApprovalID {

@@ -136,16 +136,6 @@ type Result struct {
 	Reason string     `json:"reason,omitempty"` // pending
 }
 
-// PendingCall returns the call waiting for a decision, or nil.
-func (p *Prompt) PendingCall() *Call {
-	for i := range p.Output {
-		if c := p.Output[i].Call; c != nil && c.Status == CallPending {
-			return c
-		}
-	}
-	return nil
-}
-
 // FinalText is the assistant text of the last model turn: the answer.
 func (p *Prompt) FinalText() string {
 	var text string

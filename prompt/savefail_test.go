@@ -1,6 +1,7 @@
 package prompt_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"sync/atomic"
@@ -43,7 +44,7 @@ func TestAPauseThatCannotBeSavedAsksNobody(t *testing.T) {
 	nothingOn(t, h.reqs, "approval requested although its state was not saved")
 	p := h.stored(id)
 	c := callOf(t, p, "c1")
-	if p.State != prompt.StateFailed || p.PendingCall() != nil || c.Status != prompt.CallDone ||
+	if p.State != prompt.StateFailed || func() bool { _, ok := p.PendingRequest(); return ok }() || c.Status != prompt.CallDone ||
 		c.Result.Error != "not run: "+cannotSave || c.Approval != nil {
 		t.Fatalf("stored %s, call %+v %+v", p.State, c, c.Result)
 	}
@@ -127,5 +128,26 @@ func TestAStoreThatSavesNothingLeavesThePromptForTheNextStart(t *testing.T) {
 	recoverNow(t, next)
 	if p := next.endAs(id, prompt.StateCompleted); p.FinalText() != "found" {
 		t.Fatalf("after restart %q", p.FinalText())
+	}
+}
+
+// historyFails is a store whose History read fails, as a damaged page
+// would make it.
+type historyFails struct{ prompt.Store }
+
+func (historyFails) History(context.Context, string, string, int) ([]*prompt.Prompt, error) {
+	return nil, errors.New("database disk image is malformed")
+}
+
+func TestAHistoryThatCannotBeReadEndsThePromptSayingSo(t *testing.T) {
+	h := newHarness(t, opts{wrap: func(s prompt.Store) prompt.Store { return historyFails{s} }},
+		prompttest.Answer("never asked"))
+	id := h.create("go")
+	a := waitFor(t, h.ended)
+	if a.PromptID != id || a.State != prompt.StateFailed || !strings.Contains(a.Error, "could not read this chat's earlier messages") {
+		t.Fatalf("ended = %+v", a)
+	}
+	if p := h.stored(id); p.State != prompt.StateFailed || p.Turns != 0 {
+		t.Fatalf("stored %s after %d turns", p.State, p.Turns)
 	}
 }

@@ -189,8 +189,8 @@ func (r *run) modelTurn(ctx context.Context) bool {
 		h, err := s.store.History(hctx, r.p.ConversationID, r.p.ID, s.historyLimit)
 		cancel()
 		if err != nil {
-			r.failSave(ctx, fmt.Errorf("read history: %w", err))
-			return false
+			s.log.Error("read history", "prompt", r.p.ID, "err", err)
+			return r.end(ctx, StateFailed, "Tollgate could not read this chat's earlier messages, so it stopped.")
 		}
 		r.history, r.loaded = h, true
 	}
