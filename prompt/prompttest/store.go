@@ -20,6 +20,7 @@ type Store struct {
 	seq       int64
 	prompts   map[string]*stored
 	order     []string             // prompt IDs, oldest first
+	byConv    map[string][]string  // prompt IDs of a conversation, oldest first
 	approvals map[string]*approval // by approval ID
 	byCall    map[[2]string]string // prompt ID, call ID → approval ID
 }
@@ -38,7 +39,7 @@ var _ prompt.Store = (*Store)(nil)
 
 // NewStore returns an empty Store.
 func NewStore() *Store {
-	return &Store{prompts: map[string]*stored{}, approvals: map[string]*approval{}, byCall: map[[2]string]string{}}
+	return &Store{prompts: map[string]*stored{}, byConv: map[string][]string{}, approvals: map[string]*approval{}, byCall: map[[2]string]string{}}
 }
 
 // CreatePrompt implements prompt.Store.
@@ -54,6 +55,7 @@ func (m *Store) CreatePrompt(_ context.Context, p *prompt.Prompt) error {
 	m.seq++
 	m.prompts[p.ID] = &stored{seq: m.seq}
 	m.order = append(m.order, p.ID)
+	m.byConv[p.ConversationID] = append(m.byConv[p.ConversationID], p.ID)
 	all := make([]int, len(p.Output))
 	for i := range all {
 		all[i] = i
@@ -62,9 +64,8 @@ func (m *Store) CreatePrompt(_ context.Context, p *prompt.Prompt) error {
 }
 
 func (m *Store) activeLocked(conv string) *stored {
-	for _, id := range m.order {
-		s := m.prompts[id]
-		if s.p != nil && s.p.ConversationID == conv && !s.p.State.Final() {
+	for _, id := range m.byConv[conv] {
+		if s := m.prompts[id]; s.p != nil && !s.p.State.Final() {
 			return s
 		}
 	}
@@ -252,12 +253,7 @@ func (m *Store) pageLocked(cur prompt.Cursor, limit int, state prompt.State, f f
 func (m *Store) History(_ context.Context, conv, beforeID string, limit int) ([]*prompt.Prompt, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var ids []string
-	for _, id := range m.order {
-		if m.prompts[id].p.ConversationID == conv {
-			ids = append(ids, id)
-		}
-	}
+	ids := m.byConv[conv]
 	if beforeID != "" {
 		i := slices.Index(ids, beforeID)
 		if i < 0 {
