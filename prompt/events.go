@@ -23,6 +23,41 @@ type ApprovalRequest struct {
 	Queued []ToolCall
 }
 
+// NoticeKind says what a conversation must be told.
+type NoticeKind string
+
+// The kinds of notice.
+const (
+	// NoticeRequest: an approval waits; show the request with its buttons.
+	NoticeRequest NoticeKind = "request"
+	// NoticeDecided: an approval left pending (decided, cancelled or
+	// expired); every copy of the request shows the outcome.
+	NoticeDecided NoticeKind = "decided"
+	// NoticeAnswer: the prompt ended; send its answer, or why it failed.
+	NoticeAnswer NoticeKind = "answer"
+)
+
+// Notice is something a change obliges Tollgate to tell a conversation.
+// The store records it in the same transaction as the change (an outbox),
+// so a crash between the change and the telling loses nothing; a sender
+// reads it back and delivers it.
+type Notice struct {
+	Kind           NoticeKind
+	ConversationID string
+	PromptID       string
+	ApprovalID     string // for requests and decisions
+}
+
+// OutboxEntry is a notice as the outbox keeps it, for a sender.
+type OutboxEntry struct {
+	Notice
+	Seq int64 // its place in the outbox; a conversation's are told in this order
+	// Resend marks a request shown again after a restart: it goes after
+	// the notices of changes made since.
+	Resend   bool
+	Attempts int // deliveries tried and held back so far
+}
+
 // Answer is how a prompt ended: its final text, or why it failed.
 type Answer struct {
 	PromptID       string

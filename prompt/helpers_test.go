@@ -131,7 +131,7 @@ type dbStore struct {
 	save func(p *prompt.Prompt, changed []int) error
 }
 
-func (s *dbStore) SavePrompt(ctx context.Context, p *prompt.Prompt, changed []int) error {
+func (s *dbStore) SavePrompt(ctx context.Context, p *prompt.Prompt, changed []int, notices ...prompt.Notice) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -140,7 +140,7 @@ func (s *dbStore) SavePrompt(ctx context.Context, p *prompt.Prompt, changed []in
 			return err
 		}
 	}
-	return s.Store.SavePrompt(ctx, p, changed)
+	return s.Store.SavePrompt(ctx, p, changed, notices...)
 }
 
 type opts struct {

@@ -46,7 +46,7 @@ func waitingPrompt(id, aid string) *prompt.Prompt {
 	return &prompt.Prompt{ID: id, State: prompt.StateWaiting, Input: "go", Turns: 1, Output: []prompt.Item{it}}
 }
 
-func recoverNow(t testing.TB, h *harness) *prompt.Waiting {
+func recoverNow(t testing.TB, h *harness) prompt.Recovered {
 	t.Helper()
 	w, err := h.svc.Recover(context.Background())
 	if err != nil {
@@ -111,30 +111,27 @@ func TestRecoverRunsAnApprovedCallThatNeverStarted(t *testing.T) {
 	}
 }
 
-// pageAll reads every page of w, checking no request comes twice.
-func pageAll(t testing.TB, w *prompt.Waiting) (map[string]prompt.ApprovalRequest, int) {
+// resends returns the re-sends in the outbox, by approval, checking none
+// is there twice.
+func resends(t testing.TB, mem *prompttest.Store) map[string]prompt.OutboxEntry {
 	t.Helper()
-	all := map[string]prompt.ApprovalRequest{}
-	pages := 0
-	for {
-		page, err := w.Next(context.Background())
-		if err != nil {
-			t.Fatal(err)
+	all := map[string]prompt.OutboxEntry{}
+	for _, e := range mem.Outbox() {
+		if !e.Resend {
+			continue
 		}
-		if len(page) == 0 {
-			return all, pages
+		if _, dup := all[e.ApprovalID]; dup {
+			t.Fatalf("request %s re-sent twice", e.ApprovalID)
 		}
-		pages++
-		for _, r := range page {
-			if _, dup := all[r.ApprovalID]; dup {
-				t.Fatalf("request %s listed twice", r.ApprovalID)
-			}
-			all[r.ApprovalID] = r
+		if e.Kind != prompt.NoticeRequest {
+			t.Fatalf("a re-send of kind %s", e.Kind)
 		}
+		all[e.ApprovalID] = e
 	}
+	return all
 }
 
-func TestWaitingPagesEveryRequestOnceAndNotAResumedPromptThatPauses(t *testing.T) {
+func TestRecoverResendsEveryWaitingRequestOnceAndNotAResumedPromptThatPauses(t *testing.T) {
 	mem := prompttest.NewStore()
 	want := map[string]string{} // approval → prompt
 	add := func(from, to int) {
@@ -146,38 +143,42 @@ func TestWaitingPagesEveryRequestOnceAndNotAResumedPromptThatPauses(t *testing.T
 	}
 	add(0, 150)
 	// Running when the process died, between waiting ones: it pauses once
-	// resumed, and is announced then rather than listed.
+	// resumed, and its request is a live notice, not a re-send.
 	seed(t, mem, &prompt.Prompt{ID: "r1", State: prompt.StateRunning, Input: "go"})
 	add(150, 250)
 	seed(t, mem, &prompt.Prompt{ID: "d1", State: prompt.StateCompleted, Input: "old"})
 
 	h := newHarness(t, opts{mem: mem}, prompttest.Calls(call("c9", "test.gated", "y")))
-	w := recoverNow(t, h)
-	if w.Resumed != 1 {
-		t.Fatalf("resumed %d, want 1", w.Resumed)
+	rec := recoverNow(t, h)
+	if rec.Resumed != 1 || rec.Resent != 250 {
+		t.Fatalf("recovered %+v, want 1 resumed and 250 re-sent", rec)
 	}
-	resumed := h.request() // paused before the later pages are read
+	resumed := h.request()
 	if resumed.PromptID != "r1" {
 		t.Fatalf("announced %+v", resumed)
 	}
-	all, pages := pageAll(t, w)
-	if pages != 3 {
-		t.Errorf("%d pages, want 3 of at most 100", pages)
-	}
+	all := resends(t, mem)
 	if _, listed := all[resumed.ApprovalID]; listed {
-		t.Fatal("the resumed prompt's request was both announced and listed")
+		t.Fatal("the resumed prompt's request was re-sent as well as announced")
 	}
-	if len(all) != len(want) {
-		t.Fatalf("listed %d requests, want %d", len(all), len(want))
-	}
-	for aid, pid := range want {
-		r, ok := all[aid]
-		if !ok || r.PromptID != pid || r.ToolCallID != "c1" || r.ToolName != "test.gated" || r.Reason != "it is risky" ||
-			r.ConversationID != "conv-"+pid {
-			t.Fatalf("request %s = %+v, %v", aid, r, ok)
+	live := 0
+	for _, e := range mem.Outbox() {
+		if !e.Resend && e.Kind == prompt.NoticeRequest && e.ApprovalID == resumed.ApprovalID {
+			live++
 		}
 	}
-	// A listed request still works.
+	if live != 1 {
+		t.Fatalf("%d live notices of the resumed prompt's request, want 1", live)
+	}
+	if len(all) != len(want) {
+		t.Fatalf("re-sent %d requests, want %d", len(all), len(want))
+	}
+	for aid, pid := range want {
+		if e, ok := all[aid]; !ok || e.PromptID != pid || e.ConversationID != "conv-"+pid {
+			t.Fatalf("re-send of %s = %+v, %v", aid, e, ok)
+		}
+	}
+	// A re-sent request still works.
 	h.script.Add(prompttest.Answer("done"))
 	h.approve("a000000000000007")
 	p := h.endAs("w007", prompt.StateCompleted)
@@ -186,37 +187,24 @@ func TestWaitingPagesEveryRequestOnceAndNotAResumedPromptThatPauses(t *testing.T
 	}
 }
 
-func TestWaitingPagesRequestsOfARealRun(t *testing.T) {
-	// The same through a service that paused them, with their queued calls.
+// A process that restarts again before the re-sends went out does not
+// queue them twice; once they went out, the next start shows them again.
+func TestRecoverResendsOnceUntilDelivered(t *testing.T) {
 	mem := prompttest.NewStore()
-	first := newHarness(t, opts{mem: mem, noClose: true})
-	const n = 120
-	for i := range n {
-		first.script.Add(prompttest.Calls(call("g", "test.gated", fmt.Sprint(i)), call("q", "test.free", "later")))
+	seed(t, mem, waitingPrompt("w1", "aaaaaaaaaaaaaaaa"))
+	if rec := recoverNow(t, newHarness(t, opts{mem: mem})); rec.Resent != 1 {
+		t.Fatalf("first start re-sent %d", rec.Resent)
 	}
-	asked := map[string]prompt.ApprovalRequest{}
-	for i := range n {
-		first.createIn(fmt.Sprint("conv-", i), "go")
+	if rec := recoverNow(t, newHarness(t, opts{mem: mem})); rec.Resent != 0 {
+		t.Fatalf("second start re-sent %d before the first went out", rec.Resent)
 	}
-	for range n {
-		r := first.request()
-		asked[r.ApprovalID] = r
-	}
-	if err := first.svc.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	second := newHarness(t, opts{mem: mem})
-	w := recoverNow(t, second)
-	all, _ := pageAll(t, w)
-	if w.Resumed != 0 || len(all) != n {
-		t.Fatalf("resumed %d, listed %d", w.Resumed, len(all))
-	}
-	for aid, r := range asked {
-		got := all[aid]
-		if got.PromptID != r.PromptID || got.ToolCallID != r.ToolCallID || !reflect.DeepEqual(got.Queued, r.Queued) ||
-			string(got.Input) != string(r.Input) || !got.RequestedAt.Equal(r.RequestedAt) {
-			t.Fatalf("listed %+v, asked %+v", got, r)
+	for _, e := range mem.Outbox() {
+		if err := mem.MarkNotice(context.Background(), e.Seq, ""); err != nil {
+			t.Fatal(err)
 		}
+	}
+	if rec := recoverNow(t, newHarness(t, opts{mem: mem})); rec.Resent != 1 {
+		t.Fatalf("a start after delivery re-sent %d", rec.Resent)
 	}
 }
 
@@ -227,12 +215,8 @@ func TestRecoverLeavesPromptsThisServiceRunsAlone(t *testing.T) {
 	h := newHarness(t, opts{model: m})
 	id := h.create("hi")
 	waitFor(t, m.started)
-	w := recoverNow(t, h)
-	if w.Resumed != 0 {
-		t.Fatalf("resumed %d, want 0: the only prompt is already running here", w.Resumed)
-	}
-	if all, _ := pageAll(t, w); len(all) != 0 {
-		t.Fatalf("listed %v", all)
+	if rec := recoverNow(t, h); rec.Resumed != 0 || rec.Resent != 0 {
+		t.Fatalf("recovered %+v, want nothing: the only prompt is already running here", rec)
 	}
 	m.release <- struct{}{}
 	h.endAs(id, prompt.StateCompleted)
@@ -242,17 +226,17 @@ func TestRecoverLeavesPromptsThisServiceRunsAlone(t *testing.T) {
 	}
 }
 
-// failingWaiting fails WaitingPrompts while fail is set.
-type failingWaiting struct {
+// failingResend fails ResendWaiting while fail is set.
+type failingResend struct {
 	prompt.Store
 	fail *atomic.Bool
 }
 
-func (s *failingWaiting) WaitingPrompts(ctx context.Context, cur prompt.Cursor, limit int) ([]*prompt.Prompt, prompt.Cursor, error) {
+func (s *failingResend) ResendWaiting(ctx context.Context) (int, error) {
 	if s.fail.Load() {
-		return nil, cur, errors.New("disk read error")
+		return 0, errors.New("disk read error")
 	}
-	return s.Store.WaitingPrompts(ctx, cur, limit)
+	return s.Store.ResendWaiting(ctx)
 }
 
 func TestAFailedRecoverResumesNothingAndCanBeRetried(t *testing.T) {
@@ -261,7 +245,7 @@ func TestAFailedRecoverResumesNothingAndCanBeRetried(t *testing.T) {
 	seed(t, mem, waitingPrompt("w1", "aaaaaaaaaaaaaaaa"))
 	var fail atomic.Bool
 	fail.Store(true)
-	h := newHarness(t, opts{mem: mem, wrap: func(s prompt.Store) prompt.Store { return &failingWaiting{Store: s, fail: &fail} }},
+	h := newHarness(t, opts{mem: mem, wrap: func(s prompt.Store) prompt.Store { return &failingResend{Store: s, fail: &fail} }},
 		prompttest.Answer("done"))
 	if _, err := h.svc.Recover(context.Background()); err == nil {
 		t.Fatal("recover succeeded although the waiting prompts could not be read")
@@ -269,10 +253,10 @@ func TestAFailedRecoverResumesNothingAndCanBeRetried(t *testing.T) {
 	fail.Store(false)
 	// Resumed 1 on the retry shows the failed Recover resumed nothing: a
 	// prompt it had queued would be skipped now, or no longer running.
-	w := recoverNow(t, h)
-	all, _ := pageAll(t, w)
-	if _, ok := all["aaaaaaaaaaaaaaaa"]; w.Resumed != 1 || len(all) != 1 || !ok {
-		t.Fatalf("retry: resumed %d, listed %v", w.Resumed, all)
+	rec := recoverNow(t, h)
+	all := resends(t, mem)
+	if _, ok := all["aaaaaaaaaaaaaaaa"]; rec.Resumed != 1 || len(all) != 1 || !ok {
+		t.Fatalf("retry: recovered %+v, re-sent %v", rec, all)
 	}
 	h.endAs("r1", prompt.StateCompleted)
 	if n := len(h.script.Requests()); n != 1 {

@@ -104,19 +104,29 @@ func storeCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
 }
 
-// Recover resumes the prompts an earlier process left running and returns
-// the requests left waiting for a human, to be read page by page. Calls
+// Recovered tells what Recover found.
+type Recovered struct {
+	// Resumed is how many running prompts were queued again.
+	Resumed int
+	// Resent is how many waiting requests were put in the outbox to be
+	// shown again.
+	Resent int
+}
+
+// Recover resumes the prompts an earlier process left running and puts
+// every request left waiting for a human in the outbox to be shown again
+// (once, however often the process restarts before it is sent). Calls
 // found executing become interrupted with an "outcome unknown" error
 // result and are never run again. Prompts this service already has queued
-// or running are left alone. Waiting prompts are not loaded until read
-// from the returned Waiting.
-func (s *Service) Recover(ctx context.Context) (*Waiting, error) {
+// or running are left alone. Waiting prompts are not loaded.
+func (s *Service) Recover(ctx context.Context) (Recovered, error) {
+	var rec Recovered
 	var running []string
 	var cur Cursor
 	for {
 		ids, next, err := s.store.RunningPrompts(ctx, cur, recoverPage)
 		if err != nil {
-			return nil, fmt.Errorf("recover: %w", err)
+			return rec, fmt.Errorf("recover: %w", err)
 		}
 		running = append(running, ids...)
 		if len(ids) < recoverPage {
@@ -124,15 +134,11 @@ func (s *Service) Recover(ctx context.Context) (*Waiting, error) {
 		}
 		cur = next
 	}
-	// The first page of waiting prompts is read before anything resumes,
-	// so a resumed prompt that pauses is not listed as well as announced.
-	w := &Waiting{s: s, skip: map[string]bool{}}
-	for _, id := range running {
-		w.skip[id] = true
+	n, err := s.store.ResendWaiting(ctx)
+	if err != nil {
+		return rec, fmt.Errorf("recover: re-send waiting requests: %w", err)
 	}
-	if err := w.read(ctx); err != nil {
-		return nil, fmt.Errorf("recover: %w", err)
-	}
+	rec.Resent = n
 	for _, id := range running {
 		s.mu.Lock()
 		_, here := s.entries[id]
@@ -141,13 +147,16 @@ func (s *Service) Recover(ctx context.Context) (*Waiting, error) {
 			continue // created or resumed by this process: its worker owns it
 		}
 		if err := s.repair(ctx, id); err != nil {
-			return nil, fmt.Errorf("recover prompt %s: %w", id, err)
+			return rec, fmt.Errorf("recover prompt %s: %w", id, err)
 		}
 		s.kick(id)
-		w.Resumed++
+		rec.Resumed++
 	}
-	s.log.Info("recovered prompts", "running", w.Resumed)
-	return w, nil
+	s.log.Info("recovered prompts", "running", rec.Resumed, "waiting_resent", rec.Resent)
+	if rec.Resent > 0 {
+		s.onOutbox.emit(ctx, struct{}{})
+	}
+	return rec, nil
 }
 
 // recoverPage is how many prompts Recover reads at once.
@@ -160,7 +169,7 @@ func (s *Service) repair(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	_, _, err = s.commit(ctx, p, func(p *Prompt) ([]int, bool) {
+	_, _, _, err = s.commit(ctx, p, func(p *Prompt) ([]int, bool) {
 		var changed []int
 		for i := range p.Output {
 			call := p.Output[i].Call
@@ -177,61 +186,4 @@ func (s *Service) repair(ctx context.Context, id string) error {
 		return changed, len(changed) > 0
 	})
 	return err
-}
-
-// Waiting pages through the approval requests that were waiting when
-// Recover ran. It is not safe for concurrent use.
-type Waiting struct {
-	// Resumed is how many running prompts Recover queued again.
-	Resumed int
-
-	s       *Service
-	cur     Cursor
-	skip    map[string]bool
-	page    []*Prompt
-	started bool
-	done    bool
-}
-
-// waitingPage is how many waiting prompts one Next reads.
-const waitingPage = 100
-
-func (w *Waiting) read(ctx context.Context) error {
-	ps, next, err := w.s.store.WaitingPrompts(ctx, w.cur, waitingPage)
-	if err != nil {
-		return fmt.Errorf("waiting prompts: %w", err)
-	}
-	w.page, w.cur, w.done = ps, next, len(ps) < waitingPage
-	return nil
-}
-
-// Next returns the next page of requests, oldest first; an empty page
-// means there are no more. Each page is read from the store when Next is
-// called, except the first, which Recover read: a request decided since
-// may still be in it, and a sender should check before it shows buttons.
-func (w *Waiting) Next(ctx context.Context) ([]ApprovalRequest, error) {
-	for {
-		if w.started {
-			if w.done {
-				return nil, nil
-			}
-			if err := w.read(ctx); err != nil {
-				return nil, err
-			}
-		}
-		w.started = true
-		var reqs []ApprovalRequest
-		for _, p := range w.page {
-			if w.skip[p.ID] {
-				continue
-			}
-			if req, ok := p.PendingRequest(); ok {
-				reqs = append(reqs, req)
-			}
-		}
-		w.page = nil
-		if len(reqs) > 0 || w.done {
-			return reqs, nil
-		}
-	}
 }

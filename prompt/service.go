@@ -66,6 +66,7 @@ type Service struct {
 
 	onApproval listeners[ApprovalRequest]
 	onEnded    listeners[Answer]
+	onOutbox   listeners[struct{}]
 	onActivity listeners[Activity]
 }
 
@@ -154,6 +155,12 @@ func (s *Service) OnApprovalRequested(f func(context.Context, ApprovalRequest)) 
 // failed.
 func (s *Service) OnEnded(f func(context.Context, Answer)) { s.onEnded.add(f) }
 
+// OnOutbox registers f to run after a change recorded notices in the
+// outbox: a sender can look now rather than at its next look.
+func (s *Service) OnOutbox(f func()) {
+	s.onOutbox.add(func(context.Context, struct{}) { f() })
+}
+
 // OnActivity registers f to run when a worker starts advancing a running
 // prompt (Working true) and when it stops: the prompt paused, ended, or the
 // service is shutting down.
@@ -225,6 +232,7 @@ func (s *Service) decide(ctx context.Context, approvalID string, d Decision) err
 	}
 	s.log.Info("approval decided", "prompt", ref.PromptID, "approval", approvalID, "call", ref.CallID,
 		"status", d.Status, "by", d.By)
+	s.onOutbox.emit(ctx, struct{}{})
 	s.kick(ref.PromptID)
 	return nil
 }
@@ -246,6 +254,9 @@ func (s *Service) Cancel(ctx context.Context, promptID, by string) error {
 		return fmt.Errorf("cancel prompt %s: %w", promptID, err)
 	}
 	s.log.Info("prompt cancelled", "prompt", promptID, "by", by)
+	// The notice of the rejected approval, if there was one, is in the
+	// outbox.
+	s.onOutbox.emit(ctx, struct{}{})
 	s.mu.Lock()
 	e := s.entries[promptID]
 	switch {

@@ -155,9 +155,8 @@ func TestADecisionDuringShutdownRunsOnceAtTheNextStart(t *testing.T) {
 	}
 
 	next := newHarness(t, opts{mem: mem}, prompttest.Answer("done"))
-	w := recoverNow(t, next)
-	if all, _ := pageAll(t, w); w.Resumed != 1 || len(all) != 0 {
-		t.Fatalf("resumed %d, listed %v", w.Resumed, all)
+	if rec := recoverNow(t, next); rec.Resumed != 1 || rec.Resent != 0 {
+		t.Fatalf("recovered %+v, want 1 resumed and nothing re-sent", rec)
 	}
 	next.endAs(id, prompt.StateCompleted)
 	if got := next.rec.got(); !reflect.DeepEqual(got, []string{"test.gated:x"}) || len(h.rec.got()) != 0 {
@@ -206,7 +205,7 @@ type closeOnSave struct {
 	done   atomic.Bool
 }
 
-func (s *closeOnSave) SavePrompt(ctx context.Context, p *prompt.Prompt, changed []int) error {
+func (s *closeOnSave) SavePrompt(ctx context.Context, p *prompt.Prompt, changed []int, notices ...prompt.Notice) error {
 	for _, it := range p.Output {
 		if it.Call != nil && it.Call.Status == s.status && s.done.CompareAndSwap(false, true) {
 			expired, cancel := context.WithCancel(context.Background())
@@ -214,7 +213,7 @@ func (s *closeOnSave) SavePrompt(ctx context.Context, p *prompt.Prompt, changed 
 			_ = s.svc().Close(expired)
 		}
 	}
-	return s.Store.SavePrompt(ctx, p, changed)
+	return s.Store.SavePrompt(ctx, p, changed, notices...)
 }
 
 func TestShutdownDuringASaveLeavesThePromptForTheNextStart(t *testing.T) {

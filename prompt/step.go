@@ -24,31 +24,63 @@ type change func(p *Prompt) (changed []int, ok bool)
 // commit applies ch to a copy of p and saves it as the next revision. When
 // the save loses the compare-and-set (someone else moved the prompt on),
 // it loads the prompt again and applies ch to that, for as long as ch
-// still applies. It returns the prompt as now stored and whether ch was
-// saved. Nothing is undone by hand: a failed save leaves p untouched.
-func (s *Service) commit(ctx context.Context, p *Prompt, ch change) (*Prompt, bool, error) {
+// still applies. The notices the transition obliges (see noticesOf) are
+// saved with it. It returns the prompt as now stored, those notices, and
+// whether ch was saved. Nothing is undone by hand: a failed save leaves p
+// untouched.
+func (s *Service) commit(ctx context.Context, p *Prompt, ch change) (*Prompt, []Notice, bool, error) {
 	sctx, cancel := storeCtx(ctx)
 	defer cancel()
 	for range maxConflicts {
 		q := p.Clone()
 		changed, ok := ch(q)
 		if !ok {
-			return p, false, nil
+			return p, nil, false, nil
 		}
 		q.Rev++
 		q.UpdatedAt = s.now()
-		err := s.store.SavePrompt(sctx, q, changed)
+		notices := noticesOf(p, q)
+		err := s.store.SavePrompt(sctx, q, changed, notices...)
 		if err == nil {
-			return q, true, nil
+			return q, notices, true, nil
 		}
 		if !errors.Is(err, ErrConflict) {
-			return p, false, fmt.Errorf("save prompt %s: %w", p.ID, err)
+			return p, nil, false, fmt.Errorf("save prompt %s: %w", p.ID, err)
 		}
 		if p, err = s.store.LoadPrompt(sctx, p.ID); err != nil {
-			return nil, false, fmt.Errorf("reload prompt after a conflict: %w", err)
+			return nil, nil, false, fmt.Errorf("reload prompt after a conflict: %w", err)
 		}
 	}
-	return p, false, fmt.Errorf("save prompt %s: %d conflicts in a row: %w", p.ID, maxConflicts, ErrConflict)
+	return p, nil, false, fmt.Errorf("save prompt %s: %d conflicts in a row: %w", p.ID, maxConflicts, ErrConflict)
+}
+
+// noticesOf says what the move from before to after obliges Tollgate to
+// tell the conversation: a request when the prompt starts waiting, the
+// outcome of every approval that expired, and the answer when it ends.
+func noticesOf(before, after *Prompt) []Notice {
+	var ns []Notice
+	mk := func(k NoticeKind, approvalID string) {
+		ns = append(ns, Notice{Kind: k, ConversationID: after.ConversationID, PromptID: after.ID, ApprovalID: approvalID})
+	}
+	if after.State == StateWaiting && before.State != StateWaiting {
+		if req, ok := after.PendingRequest(); ok {
+			mk(NoticeRequest, req.ApprovalID)
+		}
+	}
+	for _, it := range after.Output {
+		c := it.Call
+		if c == nil || c.Approval == nil || c.Approval.Status != ApprovalExpired {
+			continue
+		}
+		if j := findCall(before, c.ID); j < 0 || before.Output[j].Call.Approval == nil ||
+			before.Output[j].Call.Approval.Status != ApprovalExpired {
+			mk(NoticeDecided, c.Approval.ID)
+		}
+	}
+	if after.State.Final() && !before.State.Final() {
+		mk(NoticeAnswer, "")
+	}
+	return ns
 }
 
 // advance takes prompt id through its steps until it pauses, ends, or ctx
@@ -111,14 +143,14 @@ func (r *run) step(ctx context.Context) bool {
 
 // save commits ch, reports the change, and says whether the pass goes on.
 func (r *run) save(ctx context.Context, ch change) bool {
-	p, ok, err := r.s.commit(ctx, r.p, ch)
+	p, notices, ok, err := r.s.commit(ctx, r.p, ch)
 	if err != nil {
 		r.failSave(ctx, err)
 		return false
 	}
 	r.p = p
 	if ok {
-		r.notify(ctx)
+		r.notify(ctx, notices)
 	}
 	return true
 }
@@ -135,17 +167,22 @@ func (r *run) reload(ctx context.Context) bool {
 	return true
 }
 
-// notify tells the listeners what the saved prompt now means for people.
-func (r *run) notify(ctx context.Context) {
+// notify tells the listeners of the notices a saved change recorded.
+func (r *run) notify(ctx context.Context, notices []Notice) {
 	ctx = context.WithoutCancel(ctx)
-	switch {
-	case r.p.State == StateWaiting:
-		if req, ok := r.p.PendingRequest(); ok {
-			r.s.onApproval.emit(ctx, req)
+	for _, n := range notices {
+		switch n.Kind {
+		case NoticeRequest:
+			if req, ok := r.p.PendingRequest(); ok {
+				r.s.onApproval.emit(ctx, req)
+			}
+		case NoticeAnswer:
+			r.s.log.Info("prompt ended", "prompt", r.p.ID, "state", r.p.State)
+			r.s.onEnded.emit(ctx, answerOf(r.p))
 		}
-	case r.p.State.Final():
-		r.s.log.Info("prompt ended", "prompt", r.p.ID, "state", r.p.State)
-		r.s.onEnded.emit(ctx, answerOf(r.p))
+	}
+	if len(notices) > 0 {
+		r.s.onOutbox.emit(ctx, struct{}{})
 	}
 }
 
@@ -165,7 +202,7 @@ func (r *run) end(ctx context.Context, state State, why string) bool {
 func (r *run) failSave(ctx context.Context, err error) {
 	s := r.s
 	s.log.Error("save prompt", "prompt", r.p.ID, "err", err)
-	p, ok, err := s.commit(ctx, r.p, func(p *Prompt) ([]int, bool) {
+	p, notices, ok, err := s.commit(ctx, r.p, func(p *Prompt) ([]int, bool) {
 		if p.State.Final() {
 			return nil, false
 		}
@@ -177,7 +214,7 @@ func (r *run) failSave(ctx context.Context, err error) {
 	}
 	if ok {
 		r.p = p
-		r.notify(ctx)
+		r.notify(ctx, notices)
 	}
 }
 
@@ -274,7 +311,7 @@ func (r *run) runCall(ctx context.Context, i int) bool {
 	if ctx.Err() != nil {
 		return !shutdown(ctx) && r.reload(ctx)
 	}
-	p, ok, err := s.commit(ctx, r.p, func(p *Prompt) ([]int, bool) {
+	p, _, ok, err := s.commit(ctx, r.p, func(p *Prompt) ([]int, bool) {
 		j := findCall(p, callID)
 		if j < 0 || p.Output[j].Call.Status != from || p.CancelledBy != "" || p.State != StateRunning {
 			return nil, false

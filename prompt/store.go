@@ -69,29 +69,32 @@ type Store interface {
 	// p.Rev-1: the prompt's own fields and the items at the indexes in
 	// changed (with their calls' approvals; a new approval is inserted
 	// pending, and a stored one only changes its note, or from pending to
-	// expired). Returns ErrConflict, writing nothing, if the stored
-	// revision is not p.Rev-1.
-	SavePrompt(ctx context.Context, p *Prompt, changed []int) error
+	// expired), and records notices in the outbox, all in one transaction.
+	// Returns ErrConflict, writing nothing, if the stored revision is not
+	// p.Rev-1.
+	SavePrompt(ctx context.Context, p *Prompt, changed []int, notices ...Notice) error
 	// Decide records d on approval id if it is still pending, and in the
 	// same transaction marks its prompt running at the next revision, so
-	// that the prompt's next step sees the decision. Returns the approval
-	// as it now stands; ErrNotPending (with the ref of where it stands) if
-	// it was not pending, ErrNotFound if there is no such approval.
+	// that the prompt's next step sees the decision, and records a
+	// NoticeDecided for it. Returns the approval as it now stands;
+	// ErrNotPending (with the ref of where it stands) if it was not
+	// pending, ErrNotFound if there is no such approval.
 	Decide(ctx context.Context, id string, d Decision) (ApprovalRef, error)
 	// CancelPrompt records that by cancelled prompt id: it rejects the
-	// prompt's pending approval (note "cancelled") and marks the prompt
-	// running at the next revision, for its next step to end it. Returns
-	// ErrNotPending if the prompt already ended, ErrNotFound if there is
-	// no such prompt.
+	// prompt's pending approval (note "cancelled", with a NoticeDecided)
+	// and marks the prompt running at the next revision, for its next step
+	// to end it. Returns ErrNotPending if the prompt already ended,
+	// ErrNotFound if there is no such prompt.
 	CancelPrompt(ctx context.Context, id, by string, at time.Time) error
+	// ResendWaiting records a NoticeRequest, marked as a re-send, for
+	// every approval still pending that has none undelivered, so that a
+	// restart shows every waiting request again, once. It returns how many
+	// it recorded.
+	ResendWaiting(ctx context.Context) (int, error)
 	// RunningPrompts returns up to limit IDs of running prompts, oldest
 	// first, from cur on, and the cursor of the next page (its Bound is
 	// kept from the first page).
 	RunningPrompts(ctx context.Context, cur Cursor, limit int) ([]string, Cursor, error)
-	// WaitingPrompts returns up to limit prompts waiting for approval,
-	// oldest first, from cur on, and the cursor of the next page. Prompts
-	// created after the first page was read are not listed.
-	WaitingPrompts(ctx context.Context, cur Cursor, limit int) ([]*Prompt, Cursor, error)
 	// History returns up to limit of the latest prompts of conversationID
 	// created before prompt beforeID (all of them, if beforeID is ""),
 	// oldest first. Returns ErrNotFound if beforeID is not a prompt of

@@ -22,12 +22,20 @@ type Store struct {
 	order     []string             // prompt IDs, oldest first
 	byConv    map[string][]string  // prompt IDs of a conversation, oldest first
 	approvals map[string]*approval // by approval ID
+	outbox    []*entry
 	byCall    map[[2]string]string // prompt ID, call ID → approval ID
 }
 
 type stored struct {
 	seq int64
 	p   *prompt.Prompt // items without approvals
+}
+
+type entry struct {
+	prompt.OutboxEntry
+	done   bool
+	note   string
+	heldTo time.Time
 }
 
 type approval struct {
@@ -145,7 +153,7 @@ func (m *Store) ActivePrompt(_ context.Context, conv string) (*prompt.Prompt, er
 }
 
 // SavePrompt implements prompt.Store.
-func (m *Store) SavePrompt(_ context.Context, p *prompt.Prompt, changed []int) error {
+func (m *Store) SavePrompt(_ context.Context, p *prompt.Prompt, changed []int, notices ...prompt.Notice) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s, ok := m.prompts[p.ID]
@@ -155,7 +163,17 @@ func (m *Store) SavePrompt(_ context.Context, p *prompt.Prompt, changed []int) e
 	if s.p.Rev != p.Rev-1 {
 		return fmt.Errorf("save prompt %s at revision %d over %d: %w", p.ID, p.Rev, s.p.Rev, prompt.ErrConflict)
 	}
-	return m.putLocked(p, changed)
+	if err := m.putLocked(p, changed); err != nil {
+		return err
+	}
+	for _, n := range notices {
+		m.noticeLocked(n, false)
+	}
+	return nil
+}
+
+func (m *Store) noticeLocked(n prompt.Notice, resend bool) {
+	m.outbox = append(m.outbox, &entry{OutboxEntry: prompt.OutboxEntry{Notice: n, Seq: int64(len(m.outbox) + 1), Resend: resend}})
 }
 
 // Decide implements prompt.Store.
@@ -173,6 +191,7 @@ func (m *Store) Decide(_ context.Context, id string, d prompt.Decision) (prompt.
 	s := m.prompts[a.promptID]
 	s.p.State = prompt.StateRunning
 	s.p.Rev++
+	m.noticeLocked(prompt.Notice{Kind: prompt.NoticeDecided, ConversationID: s.p.ConversationID, PromptID: s.p.ID, ApprovalID: id}, false)
 	return m.refLocked(id), nil
 }
 
@@ -187,9 +206,10 @@ func (m *Store) CancelPrompt(_ context.Context, id, by string, at time.Time) err
 	if s.p.State.Final() {
 		return fmt.Errorf("cancel prompt %s: %w", id, prompt.ErrNotPending)
 	}
-	for _, a := range m.approvals {
+	for aid, a := range m.approvals {
 		if a.promptID == id && a.a.Status == prompt.ApprovalPending {
 			a.a.Status, a.a.DecidedBy, a.a.DecidedAt, a.a.Note = prompt.ApprovalRejected, by, at.UTC(), "cancelled"
+			m.noticeLocked(prompt.Notice{Kind: prompt.NoticeDecided, ConversationID: s.p.ConversationID, PromptID: id, ApprovalID: aid}, false)
 		}
 	}
 	s.p.CancelledBy = by
@@ -213,20 +233,119 @@ func (m *Store) RunningPrompts(_ context.Context, cur prompt.Cursor, limit int) 
 	return ids, cur, nil
 }
 
-// WaitingPrompts implements prompt.Store.
-func (m *Store) WaitingPrompts(_ context.Context, cur prompt.Cursor, limit int) ([]*prompt.Prompt, prompt.Cursor, error) {
+// ResendWaiting implements prompt.Store.
+func (m *Store) ResendWaiting(context.Context) (int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var ps []*prompt.Prompt
-	var err error
-	cur = m.pageLocked(cur, limit, prompt.StateWaiting, func(s *stored) {
-		p, lerr := m.loadLocked(s.p.ID)
-		if lerr != nil {
-			err = lerr
+	n := 0
+	for _, id := range m.order {
+		s := m.prompts[id]
+		if s.p.State != prompt.StateWaiting {
+			continue
 		}
-		ps = append(ps, p)
-	})
-	return ps, cur, err
+		for _, c := range s.p.Output {
+			if c.Call == nil {
+				continue
+			}
+			aid, ok := m.byCall[[2]string{id, c.Call.ID}]
+			if !ok || m.approvals[aid].a.Status != prompt.ApprovalPending || m.undeliveredRequestLocked(aid) {
+				continue
+			}
+			m.noticeLocked(prompt.Notice{Kind: prompt.NoticeRequest, ConversationID: s.p.ConversationID, PromptID: id, ApprovalID: aid}, true)
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (m *Store) undeliveredRequestLocked(approvalID string) bool {
+	for _, e := range m.outbox {
+		if !e.done && e.Kind == prompt.NoticeRequest && e.ApprovalID == approvalID {
+			return true
+		}
+	}
+	return false
+}
+
+// DueNotices returns up to limit outbox entries to deliver at now: the
+// oldest undelivered entry of each conversation, unless it is held until
+// later; re-sends after the rest, then oldest first.
+func (m *Store) DueNotices(_ context.Context, now time.Time, limit int) ([]prompt.OutboxEntry, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	seen := map[string]bool{}
+	var live, resent []prompt.OutboxEntry
+	for _, e := range m.outbox {
+		if e.done || seen[e.ConversationID] {
+			continue
+		}
+		seen[e.ConversationID] = true
+		if e.heldTo.After(now) {
+			continue
+		}
+		if e.Resend {
+			resent = append(resent, e.OutboxEntry)
+		} else {
+			live = append(live, e.OutboxEntry)
+		}
+	}
+	out := append(live, resent...)
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// NextNoticeAt returns when the earliest held entry becomes due.
+func (m *Store) NextNoticeAt(context.Context) (time.Time, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var next time.Time
+	for _, e := range m.outbox {
+		if !e.done && !e.heldTo.IsZero() && (next.IsZero() || e.heldTo.Before(next)) {
+			next = e.heldTo
+		}
+	}
+	return next, !next.IsZero(), nil
+}
+
+// MarkNotice records that entry seq was delivered, or given up for good
+// (note says why).
+func (m *Store) MarkNotice(_ context.Context, seq int64, note string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if seq < 1 || int(seq) > len(m.outbox) {
+		return fmt.Errorf("outbox entry %d: %w", seq, prompt.ErrNotFound)
+	}
+	e := m.outbox[seq-1]
+	e.done, e.note = true, note
+	return nil
+}
+
+// HoldNotice counts a failed delivery of entry seq and holds it, and so its
+// conversation, until until.
+func (m *Store) HoldNotice(_ context.Context, seq int64, until time.Time, note string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if seq < 1 || int(seq) > len(m.outbox) {
+		return fmt.Errorf("outbox entry %d: %w", seq, prompt.ErrNotFound)
+	}
+	e := m.outbox[seq-1]
+	e.heldTo, e.note = until, note
+	e.Attempts++
+	return nil
+}
+
+// Outbox returns every entry, delivered or not, oldest first: tests read
+// what a change recorded.
+func (m *Store) Outbox() []prompt.OutboxEntry {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]prompt.OutboxEntry, len(m.outbox))
+	for i, e := range m.outbox {
+		out[i] = e.OutboxEntry
+	}
+	return out
 }
 
 func (m *Store) pageLocked(cur prompt.Cursor, limit int, state prompt.State, f func(*stored)) prompt.Cursor {
