@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	tgbot "github.com/go-telegram/bot"
@@ -40,14 +39,20 @@ type Service interface {
 	Cancel(ctx context.Context, promptID, by string) error
 	// LookupApproval returns where an approval stands, or prompt.ErrNotFound.
 	LookupApproval(ctx context.Context, approvalID string) (prompt.ApprovalRef, error)
-	OnApprovalRequested(f func(context.Context, prompt.ApprovalRequest))
-	OnEnded(f func(context.Context, prompt.Answer))
+	// Request returns the request of an approval as it was asked, whatever
+	// its status now; prompt.ErrNotFound if there is none.
+	Request(ctx context.Context, approvalID string) (prompt.ApprovalRequest, error)
+	// Answer returns how a prompt ended; prompt.ErrNotPending if it has not.
+	Answer(ctx context.Context, promptID string) (prompt.Answer, error)
+	// OnOutbox tells that a change recorded notices in the outbox: the
+	// sender looks at once rather than at its next look.
+	OnOutbox(f func())
 	// OnActivity tells when a worker starts (Working) and stops advancing
 	// a prompt: the bot shows "typing…" in between.
 	OnActivity(f func(context.Context, prompt.Activity))
-	// Recover resumes the prompts an earlier process left running and
-	// returns the requests it left waiting. Run calls it, once.
-	Recover(ctx context.Context) (*prompt.Waiting, error)
+	// Recover resumes the prompts an earlier process left running and puts
+	// the requests it left waiting in the outbox again. Run calls it, once.
+	Recover(ctx context.Context) (prompt.Recovered, error)
 	// Gated names the tools that can ask for approval.
 	Gated() []string
 }
@@ -67,14 +72,15 @@ type Store interface {
 	ApprovalMessages(ctx context.Context, approvalID string) (chatID int64, messageIDs []int, err error)
 	// ApprovalByMessage returns the approval shown by message messageID in chat chatID, or an error wrapping prompt.ErrNotFound.
 	ApprovalByMessage(ctx context.Context, chatID int64, messageID int) (string, error)
-	// UnansweredPrompts returns the answers of up to limit prompts that ended (completed or failed) without MarkAnswered, oldest first.
-	UnansweredPrompts(ctx context.Context, limit int) ([]prompt.Answer, error)
-	// MarkAnswered records that a prompt's answer was delivered, or given up for good (note says why); idempotent.
-	MarkAnswered(ctx context.Context, promptID, note string) error
+	// DueNotices returns up to limit outbox entries to deliver at now: the oldest undelivered entry of each conversation unless held until later; re-sends after the rest, then oldest first.
+	DueNotices(ctx context.Context, now time.Time, limit int) ([]prompt.OutboxEntry, error)
+	// NextNoticeAt returns when the earliest held entry becomes due, and false if none is held.
+	NextNoticeAt(ctx context.Context) (time.Time, bool, error)
+	// MarkNotice records that an entry was delivered, or given up for good (note says why).
+	MarkNotice(ctx context.Context, seq int64, note string) error
+	// HoldNotice counts a failed delivery and holds the entry, and so its conversation, until until.
+	HoldNotice(ctx context.Context, seq int64, until time.Time, note string) error
 }
-
-// maxResentAnswers bounds the answers a start sends again.
-const maxResentAnswers = 100
 
 // Webhook selects webhook mode; an empty URL means long polling.
 type Webhook struct {
@@ -123,7 +129,7 @@ type Config struct {
 	Service      Service
 	Store        Store
 	Logger       *slog.Logger     // default: discard
-	Now          func() time.Time // shown in decision lines; default time.Now
+	Now          func() time.Time // when held notices fall due; default time.Now
 	// HTTPClient is used for every call, long polls included, so its
 	// Timeout, if set, must exceed PollTimeout.
 	HTTPClient  *http.Client
@@ -155,6 +161,9 @@ type Bot struct {
 	// typing stops the "typing…" loop of each prompt a worker advances.
 	typing  map[string]context.CancelFunc
 	botName string
+	// outbox wakes the sender: something new is in the outbox, or a
+	// delivery ended.
+	outbox chan struct{}
 }
 
 // The life of a Bot. Only Run moves it on, and only forward.
@@ -202,6 +211,7 @@ func New(cfg Config) (*Bot, error) {
 		allowed: map[int64]bool{},
 		lim:     newLimiter(cfg.Limits),
 		typing:  map[string]context.CancelFunc{},
+		outbox:  make(chan struct{}, 1),
 	}
 	for _, id := range cfg.AllowedUsers {
 		b.allowed[id] = true
@@ -219,21 +229,19 @@ func New(cfg Config) (*Bot, error) {
 		return nil, fmt.Errorf("new bot: %w", err)
 	}
 	b.tg = tg
-	cfg.Service.OnApprovalRequested(b.onApprovalRequested)
-	cfg.Service.OnEnded(b.onEnded)
+	cfg.Service.OnOutbox(b.wakeSender)
 	cfg.Service.OnActivity(b.onActivity)
 	return b, nil
 }
 
-// Run serves until ctx ends. In this order, which is what keeps a restart
-// from losing or doubling a message: it checks the token (getMe); takes
-// the answers a crash kept from their chats; calls Service.Recover, so
-// that a prompt it resumes is announced by its own events only, never also
-// by that snapshot; then sends the snapshot and the requests left waiting,
-// and registers the command menu and long-polls (after deleting a stale
-// webhook) or, in webhook mode, registers the webhook and serves updates
-// through WebhookHandler. It returns after every goroutine it started has
-// stopped. Run may be called once.
+// Run serves until ctx ends. It checks the token (getMe), calls
+// Service.Recover (which resumes what was running and puts every waiting
+// request in the outbox again), starts the sender that delivers the
+// outbox, then registers the command menu and long-polls (after deleting a
+// stale webhook) or, in webhook mode, registers the webhook and serves
+// updates through WebhookHandler. Serving never waits for the outbox: a
+// press is answered while thousands of re-sends queue. It returns after
+// every goroutine it started has stopped. Run may be called once.
 func (b *Bot) Run(ctx context.Context) error {
 	b.mu.Lock()
 	if b.state != notStarted {
@@ -260,19 +268,6 @@ func (b *Bot) Run(ctx context.Context) error {
 		return fmt.Errorf("run bot: reach Telegram at %s: %w", b.cfg.APIURL, err)
 	}
 
-	// Before Recover: nothing has ended in this process yet, so every
-	// answer listed here is one a crash kept from its chat, and every
-	// prompt that ends from now on is announced by OnEnded.
-	answers, err := b.cfg.Store.UnansweredPrompts(ctx, maxResentAnswers)
-	if err != nil {
-		if ctx.Err() != nil {
-			b.setState(stopped)
-			return nil
-		}
-		// Not fatal: they stay unanswered, for the next start.
-		b.log.Error("find answers not delivered", "err", err)
-	}
-
 	pollCtx, stopPoll := context.WithCancel(ctx)
 	defer stopPoll()
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -281,7 +276,7 @@ func (b *Bot) Run(ctx context.Context) error {
 	b.state, b.pollCtx, b.runCtx, b.botName = recovering, pollCtx, runCtx, me.Username
 	b.mu.Unlock()
 
-	waiting, err := b.cfg.Service.Recover(ctx)
+	rec, err := b.cfg.Service.Recover(ctx)
 	if err != nil {
 		b.stop(stopPoll, cancel)
 		if ctx.Err() != nil {
@@ -289,13 +284,13 @@ func (b *Bot) Run(ctx context.Context) error {
 		}
 		return fmt.Errorf("run bot: recover prompts: %w", err)
 	}
-	b.log.Info("ready", "recovered_prompts", waiting.Resumed, "answers_to_resend", len(answers))
+	b.log.Info("ready", "recovered_prompts", rec.Resumed, "requests_resent", rec.Resent)
 
 	b.mu.Lock()
 	b.state = running
-	b.goLocked(func(ctx context.Context) { b.resendAnswers(ctx, answers) })
-	b.goLocked(func(ctx context.Context) { b.resendWaiting(ctx, pollCtx, waiting) })
+	b.goLocked(b.deliver)
 	b.mu.Unlock()
+	b.wakeSender()
 
 	err = b.serve(pollCtx, me.Username)
 	b.stop(stopPoll, cancel)
@@ -432,62 +427,6 @@ func (b *Bot) goUpdate(f func(context.Context)) bool {
 	return true
 }
 
-// resendAnswers sends the answers that ended in the store but never
-// reached their chat: the process died between saving and sending. One
-// after the other, so that a chat gets its answers oldest first.
-func (b *Bot) resendAnswers(ctx context.Context, answers []prompt.Answer) {
-	for _, a := range answers {
-		b.log.Info("sending an answer a restart kept from its chat", "prompt", a.PromptID)
-		b.sendResult(ctx, a)
-	}
-}
-
-// resendWaiting sends again, with buttons, every request that was waiting
-// for a human when Recover ran: its earlier copies may be long scrolled
-// away, or were never sent. A page is sent at once (the limiter queues
-// it) and the next page read once it is out, so a long list holds only one
-// page in memory. It stops when updates stop: what is left stays pending,
-// for /pending and the next start.
-func (b *Bot) resendWaiting(ctx, poll context.Context, w *prompt.Waiting) {
-	var n atomic.Int64
-	for poll.Err() == nil {
-		reqs, err := w.Next(ctx)
-		if err != nil {
-			b.log.Error("read requests waiting since before the restart; the rest stay pending for /pending", "err", err)
-			return
-		}
-		if len(reqs) == 0 {
-			break
-		}
-		var wg sync.WaitGroup
-		for _, req := range reqs {
-			wg.Go(func() {
-				if b.resendRequest(ctx, poll, req) {
-					n.Add(1)
-				}
-			})
-		}
-		wg.Wait()
-	}
-	b.log.Info("re-sent requests waiting since before the restart", "sent", n.Load())
-}
-
-// resendRequest sends req unless updates stopped or it was decided since
-// Recover read it (a press on an old copy, a /cancel): a copy that would
-// only be closed at once is noise.
-func (b *Bot) resendRequest(ctx, poll context.Context, req prompt.ApprovalRequest) bool {
-	if poll.Err() != nil {
-		return false
-	}
-	ref, err := b.cfg.Service.LookupApproval(ctx, req.ApprovalID)
-	if err != nil {
-		b.log.Warn("look up a waiting request before re-sending it; sending anyway", "approval", req.ApprovalID, "err", err)
-	} else if ref.Status != prompt.ApprovalPending {
-		return false
-	}
-	return b.sendApproval(ctx, req) == nil
-}
-
 // dispatch takes updates from the library's polling worker and handles
 // each in its own goroutine, owned by Run.
 func (b *Bot) dispatch(_ context.Context, _ *tgbot.Bot, upd *models.Update) {
@@ -555,24 +494,6 @@ func (b *Bot) chatOf(ctx context.Context, conv string) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("chat of %s: %w", conv, err)
-}
-
-// onApprovalRequested sends a request a prompt just paused on. While Run is
-// not under way it drops it: the request stays pending, and /pending and
-// the next start send it.
-func (b *Bot) onApprovalRequested(_ context.Context, req prompt.ApprovalRequest) {
-	if !b.goRun(func(ctx context.Context) { _ = b.sendApproval(ctx, req) }) {
-		b.log.Warn("approval request not sent: the bot is not running; it stays pending for /pending and the next start",
-			"approval", req.ApprovalID)
-	}
-}
-
-// onEnded sends a prompt's answer. While Run is not under way it drops it:
-// the answer stays unanswered in the store, and the next start sends it.
-func (b *Bot) onEnded(_ context.Context, a prompt.Answer) {
-	if !b.goRun(func(ctx context.Context) { b.sendResult(ctx, a) }) {
-		b.log.Warn("answer not sent: the bot is not running; the next start sends it", "prompt", a.PromptID)
-	}
 }
 
 // onActivity shows "typing…" in the chat while a worker advances the

@@ -73,7 +73,7 @@ func TestRequestThatCannotBeSentStaysPendingAndPendingResends(t *testing.T) {
 	h.srv.UserMessage(alice.ID, alice, "list")
 	h.srv.WaitCalls(t, wait, 2, telegramtest.Method("sendMessage"))
 	deadline := time.Now().Add(wait)
-	for !strings.Contains(h.logs.String(), "stays pending") {
+	for !strings.Contains(h.logs.String(), "notice not delivered; trying again later") {
 		if time.Now().After(deadline) {
 			t.Fatalf("failure not logged; logs:\n%s", h.logs.String())
 		}

@@ -191,10 +191,9 @@ func (b *Bot) handleCommand(ctx context.Context, m *models.Message, cmd string) 
 		case err != nil:
 			b.log.Error("cancel prompt", "conversation", conv, "prompt", st.PromptID, "err", err)
 			b.note(ctx, chat, m.ID, internalError)
-		case st.Pending != nil:
-			// The ended event tells the user; here only the buttons go.
-			b.editApproval(ctx, st.Pending.ApprovalID, st.Pending, nil, outcomeLine("🚫", "Cancelled", by, b.cfg.Now(), ""))
 		}
+		// The outbox tells the rest: the request's copies lose their
+		// buttons, and the answer says it was cancelled.
 	default:
 		b.note(ctx, chat, m.ID, "I do not know that command. Send /help for the list.")
 	}
@@ -242,7 +241,9 @@ func (b *Bot) sendApproval(ctx context.Context, req prompt.ApprovalRequest) erro
 	// its way; that press's edit did not know of this copy, so close it
 	// here rather than leave live-looking buttons behind.
 	if ref, err := b.cfg.Service.LookupApproval(ctx, req.ApprovalID); err == nil && ref.Status != prompt.ApprovalPending {
-		b.editApproval(ctx, req.ApprovalID, &req, nil, decidedLine(ref))
+		if err := b.editApproval(ctx, req.ApprovalID, &req, nil, decidedLine(ref)); err != nil {
+			b.log.Warn("close a copy decided while it was sent", "approval", req.ApprovalID, "err", err)
+		}
 	}
 	if view.Document != nil {
 		caption := fmt.Sprintf("Full input of %s (%d characters)", clip(req.ToolName, maxNameLength), utf16Len(string(view.Document)))
@@ -254,15 +255,13 @@ func (b *Bot) sendApproval(ctx context.Context, req prompt.ApprovalRequest) erro
 	return nil
 }
 
-// sendResult sends a finished prompt's answer, or why it failed.
-// It records the answer as dealt with once delivered, or once Telegram
-// refused it for good; after any other failure the next start sends it.
-func (b *Bot) sendResult(ctx context.Context, a prompt.Answer) {
+// sendResult sends a finished prompt's answer, or why it failed. An
+// answer in several messages that fails part-way is sent whole again on
+// the next try: a repeated part is better than a lost one.
+func (b *Bot) sendResult(ctx context.Context, a prompt.Answer) error {
 	chat, err := b.chatOf(ctx, a.ConversationID)
 	if err != nil {
-		b.log.Error("answer not sent", "prompt", a.PromptID, "err", err)
-		b.markAnswered(ctx, a.PromptID, "no chat: "+err.Error())
-		return
+		return fmt.Errorf("%w: no chat: %w", errGiveUp, err)
 	}
 	var chunks []chunk
 	switch {
@@ -277,22 +276,10 @@ func (b *Bot) sendResult(ctx context.Context, a prompt.Answer) {
 	}
 	for _, c := range chunks {
 		if _, err := b.send(ctx, message{chat: chat, html: c.HTML, plain: c.Plain}); err != nil {
-			if permanent(err) {
-				b.log.Error("answer refused by Telegram; not sent again", "prompt", a.PromptID, "chat", chat, "err", err)
-				b.markAnswered(ctx, a.PromptID, "refused: "+err.Error())
-				return
-			}
-			b.log.Error("answer not sent; the next start sends it again", "prompt", a.PromptID, "chat", chat, "err", err)
-			return
+			return fmt.Errorf("answer of %s: %w", a.PromptID, err)
 		}
 	}
-	b.markAnswered(ctx, a.PromptID, "")
-}
-
-func (b *Bot) markAnswered(ctx context.Context, promptID, note string) {
-	if err := b.cfg.Store.MarkAnswered(ctx, promptID, note); err != nil {
-		b.log.Error("record answer delivered", "prompt", promptID, "err", err)
-	}
+	return nil
 }
 
 var callbackData = regexp.MustCompile(`^([ar]):([A-Za-z0-9_-]{1,32})$`)
@@ -343,17 +330,25 @@ func (b *Bot) handleCallback(ctx context.Context, q *models.CallbackQuery) {
 		b.answerCallback(ctx, q.ID, internalError)
 		return
 	}
-	req := b.pendingRequest(ctx, chat, id)
 	by := who(q.From)
+	if pressed != nil {
+		// Before the decision, whose notice edits every recorded copy.
+		b.recordPressed(ctx, id, pressed)
+	}
 	var err error
 	if approve {
 		err = b.cfg.Service.Approve(ctx, id, by)
 	} else {
-		err = b.cfg.Service.Reject(ctx, id, "rejected with the button, no reason given", by)
+		err = b.cfg.Service.Reject(ctx, id, buttonRejectReason, by)
 	}
 	switch {
 	case errors.Is(err, prompt.ErrNotPending):
 		b.answerCallback(ctx, q.ID, "Already decided")
+		// The pressed copy still had buttons: a crash may have kept the
+		// decision's edit from it, or its record was lost. Close it.
+		if pressed != nil {
+			b.closePressed(ctx, id, pressed)
+		}
 		return
 	case errors.Is(err, prompt.ErrNotFound):
 		b.answerCallback(ctx, q.ID, expired)
@@ -363,21 +358,49 @@ func (b *Bot) handleCallback(ctx context.Context, q *models.CallbackQuery) {
 		b.answerCallback(ctx, q.ID, internalError)
 		return
 	}
-	line := outcomeLine("❌", "Rejected", by, b.cfg.Now(), "")
+	// The decision's notice in the outbox edits every copy; the press is
+	// answered here and now.
 	if approve {
 		b.answerCallback(ctx, q.ID, "Approved")
-		line = outcomeLine("✅", "Approved", by, b.cfg.Now(), "")
 	} else {
 		b.answerCallback(ctx, q.ID, "Rejected")
 	}
-	b.editApproval(ctx, id, req, pressed, line)
+}
+
+// buttonRejectReason is what the model is told of a rejection with the
+// button; the outcome line leaves it out.
+const buttonRejectReason = "rejected with the button, no reason given"
+
+// recordPressed records a pressed copy of a request, in case its record
+// was lost (the process died between sending and recording it), so the
+// decision's edit finds it. Recording a known copy again changes nothing.
+func (b *Bot) recordPressed(ctx context.Context, id string, pressed *models.Message) {
+	if err := b.cfg.Store.AddApprovalMessage(ctx, id, pressed.Chat.ID, pressed.ID); err != nil {
+		b.log.Warn("record pressed approval message", "approval", id, "message", pressed.ID, "err", err)
+	}
+}
+
+// closePressed edits a pressed copy of a decided request to its outcome.
+func (b *Bot) closePressed(ctx context.Context, id string, pressed *models.Message) {
+	ref, err := b.cfg.Service.LookupApproval(ctx, id)
+	if err != nil {
+		b.log.Warn("look up a decided approval", "approval", id, "err", err)
+		return
+	}
+	base := escapeHTML(visible(pressed.Text))
+	if req, err := b.cfg.Service.Request(ctx, id); err == nil {
+		base = renderApproval(req).HTML
+	}
+	if err := b.edit(ctx, pressed.Chat.ID, pressed.ID, base+decidedLine(ref)); err != nil {
+		b.log.Warn("close a pressed copy of a decided request", "approval", id, "message", pressed.ID, "err", err)
+	}
 }
 
 // rejectByReply rejects an approval with the reply's text as feedback for
 // the model.
 func (b *Bot) rejectByReply(ctx context.Context, m *models.Message, id string) {
 	chat, by := m.Chat.ID, who(*m.From)
-	req := b.pendingRequest(ctx, chat, id)
+	b.recordPressed(ctx, id, m.ReplyToMessage)
 	err := b.cfg.Service.Reject(ctx, id, m.Text, by)
 	switch {
 	case errors.Is(err, prompt.ErrNotPending), errors.Is(err, prompt.ErrNotFound):
@@ -388,19 +411,22 @@ func (b *Bot) rejectByReply(ctx context.Context, m *models.Message, id string) {
 		b.note(ctx, chat, m.ID, internalError)
 		return
 	}
-	b.editApproval(ctx, id, req, m.ReplyToMessage, outcomeLine("❌", "Rejected", by, b.cfg.Now(), m.Text))
 	b.note(ctx, chat, m.ID, "Rejected; your note goes to the agent.")
 }
 
 // editApproval removes the buttons from every copy of a decided request and
 // adds the outcome line. The text is rebuilt from the request when it is at
 // hand, else taken from the message shown (its formatting is then lost).
-func (b *Bot) editApproval(ctx context.Context, id string, req *prompt.ApprovalRequest, shown *models.Message, line string) {
+// It returns the first error that a later try might not meet; a copy
+// Telegram refuses for good (deleted by the user) is skipped.
+func (b *Bot) editApproval(ctx context.Context, id string, req *prompt.ApprovalRequest, shown *models.Message, line string) error {
 	chat, ids, err := b.cfg.Store.ApprovalMessages(ctx, id)
+	if errors.Is(err, prompt.ErrNotFound) && shown == nil {
+		return nil // never shown: nothing to close
+	}
 	if err != nil {
 		if shown == nil {
-			b.log.Error("find approval messages", "approval", id, "err", err)
-			return
+			return fmt.Errorf("find approval messages: %w", err)
 		}
 		chat, ids = shown.Chat.ID, []int{shown.ID}
 	} else if shown != nil && shown.Chat.ID == chat && !slices.Contains(ids, shown.ID) {
@@ -420,11 +446,18 @@ func (b *Bot) editApproval(ctx context.Context, id string, req *prompt.ApprovalR
 	default:
 		base = "🔐 Approval request " + escapeHTML(id)
 	}
+	var first error
 	for _, msgID := range ids {
-		if err := b.edit(ctx, chat, msgID, base+line); err != nil {
-			b.log.Warn("edit approval message", "approval", id, "message", msgID, "err", err)
+		err := b.edit(ctx, chat, msgID, base+line)
+		switch {
+		case err == nil:
+		case permanent(err):
+			b.log.Warn("approval message cannot be edited; skipped", "approval", id, "message", msgID, "err", err)
+		case first == nil:
+			first = fmt.Errorf("edit approval message %d: %w", msgID, err)
 		}
 	}
+	return first
 }
 
 // pendingRequest returns the request of approval id if it is the one the

@@ -28,9 +28,11 @@ var (
 	mallory = models.User{ID: 999, FirstName: "Mallory"}
 )
 
+// shownNow is the time decisions are stamped with, as outcome lines show it.
+func shownNow() time.Time { return time.Date(2026, 11, 22, 3, 4, 0, 0, time.UTC) }
+
 // memStore is an in-memory bot.Store. Like the database, which holds the
-// prompts too, it lists as unanswered the prompts of its chats that ended
-// in the prompt store without MarkAnswered.
+// prompts too, it keeps the outbox with the prompts.
 type memStore struct {
 	prompts   *prompttest.Store
 	calls     *callLog
@@ -39,12 +41,11 @@ type memStore struct {
 	approvals map[string][]int // approval → message IDs
 	chatOf    map[string]int64 // approval → chat
 	byMessage map[[2]int64]string
-	answered  map[string]string // prompt ID → note
 }
 
 func newMemStore(prompts *prompttest.Store, calls *callLog) *memStore {
 	return &memStore{prompts: prompts, calls: calls, chats: map[string]int64{}, approvals: map[string][]int{}, chatOf: map[string]int64{},
-		byMessage: map[[2]int64]string{}, answered: map[string]string{}}
+		byMessage: map[[2]int64]string{}}
 }
 
 func (m *memStore) SaveChat(_ context.Context, conv string, chat int64) error {
@@ -97,47 +98,35 @@ func (m *memStore) ApprovalByMessage(_ context.Context, chat int64, msg int) (st
 	return id, nil
 }
 
-// UnansweredPrompts lists the ended prompts of the chats it knows that were
-// not marked answered, oldest first, as the database does.
-func (m *memStore) UnansweredPrompts(ctx context.Context, limit int) ([]prompt.Answer, error) {
-	m.calls.add("unanswered prompts")
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var ended []*prompt.Prompt
-	for conv := range m.chats {
-		ps, err := m.prompts.History(ctx, conv, "", 1000)
-		if err != nil {
-			return nil, err
-		}
-		for _, p := range ps {
-			if _, done := m.answered[p.ID]; p.State.Final() && !done {
-				ended = append(ended, p)
-			}
-		}
-	}
-	slices.SortStableFunc(ended, func(a, b *prompt.Prompt) int { return a.CreatedAt.Compare(b.CreatedAt) })
-	var out []prompt.Answer
-	for _, p := range ended[:min(limit, len(ended))] {
-		out = append(out, prompt.Answer{PromptID: p.ID, ConversationID: p.ConversationID, State: p.State, Text: p.FinalText(), Error: p.Error})
-	}
-	return out, nil
+// The outbox lives with the prompts, as in the database.
+
+func (m *memStore) DueNotices(ctx context.Context, now time.Time, limit int) ([]prompt.OutboxEntry, error) {
+	return m.prompts.DueNotices(ctx, now, limit)
 }
 
-func (m *memStore) MarkAnswered(_ context.Context, id, note string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, done := m.answered[id]; !done {
-		m.answered[id] = note
-	}
-	return nil
+func (m *memStore) NextNoticeAt(ctx context.Context) (time.Time, bool, error) {
+	return m.prompts.NextNoticeAt(ctx)
 }
 
-// answeredNote reports whether prompt id was marked answered, and how.
+func (m *memStore) MarkNotice(ctx context.Context, seq int64, note string) error {
+	m.calls.add("mark notice")
+	return m.prompts.MarkNotice(ctx, seq, note)
+}
+
+func (m *memStore) HoldNotice(ctx context.Context, seq int64, until time.Time, note string) error {
+	m.calls.add("hold notice")
+	return m.prompts.HoldNotice(ctx, seq, until, note)
+}
+
+// answeredNote reports whether the answer of prompt id left the outbox,
+// and how.
 func (m *memStore) answeredNote(id string) (string, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	note, ok := m.answered[id]
-	return note, ok
+	for _, e := range m.prompts.Outbox() {
+		if e.PromptID == id && e.Kind == prompt.NoticeAnswer {
+			return m.prompts.OutboxNote(e.Seq)
+		}
+	}
+	return "", false
 }
 
 // approvalCopies returns how many messages were recorded for approval id.
@@ -296,11 +285,12 @@ func build(t *testing.T, srv *telegramtest.Server, pstore *prompttest.Store, sto
 			Token: token, APIURL: srv.URL(), AllowedUsers: []int64{alice.ID, bob.ID},
 			Store:       store,
 			Logger:      slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-			Now:         func() time.Time { return time.Date(2026, 11, 22, 3, 4, 0, 0, time.UTC) },
 			PollTimeout: 5 * time.Second,
 			Limits:      bot.Limits{PerChat: 5 * time.Millisecond, Global: time.Millisecond, Backoff: 10 * time.Millisecond, Typing: 50 * time.Millisecond},
 		},
-		svc: prompt.Config{Model: h.model, Store: &tracedStore{Store: pstore, calls: calls}, Tools: []*prompt.Tool{tool}},
+		// The same clock: decisions are stamped by the service and shown
+		// by the bot.
+		svc: prompt.Config{Model: h.model, Store: &tracedStore{Store: pstore, calls: calls}, Tools: []*prompt.Tool{tool}, Now: shownNow},
 	}
 	for _, o := range opts {
 		o(&cfg)

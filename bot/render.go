@@ -229,11 +229,15 @@ func outcomeLine(icon, verb, by string, at time.Time, note string) string {
 // decidedLine is the outcome line of an approval decided elsewhere, as the
 // service tells it; no longer than an outcomeLine.
 func decidedLine(ref prompt.ApprovalRef) string {
-	switch ref.Status {
-	case prompt.ApprovalApproved:
+	switch {
+	case ref.Status == prompt.ApprovalApproved:
 		return outcomeLine("✅", "Approved", ref.DecidedBy, ref.DecidedAt, "")
-	case prompt.ApprovalRejected:
+	case ref.Status == prompt.ApprovalRejected && ref.Note == "cancelled":
+		return outcomeLine("🚫", "Cancelled", ref.DecidedBy, ref.DecidedAt, "")
+	case ref.Status == prompt.ApprovalRejected && ref.Note == buttonRejectReason:
 		return outcomeLine("❌", "Rejected", ref.DecidedBy, ref.DecidedAt, "")
+	case ref.Status == prompt.ApprovalRejected:
+		return outcomeLine("❌", "Rejected", ref.DecidedBy, ref.DecidedAt, ref.Note)
 	}
 	// Expired: the prompt ended without a decision; nobody decided it.
 	h := &htmlText{}

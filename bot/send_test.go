@@ -95,5 +95,11 @@ func (nopStore) ApprovalMessages(context.Context, string) (int64, []int, error) 
 func (nopStore) ApprovalByMessage(context.Context, int64, int) (string, error) {
 	return "", prompt.ErrNotFound
 }
-func (nopStore) UnansweredPrompts(context.Context, int) ([]prompt.Answer, error) { return nil, nil }
-func (nopStore) MarkAnswered(context.Context, string, string) error              { return nil }
+func (nopStore) DueNotices(context.Context, time.Time, int) ([]prompt.OutboxEntry, error) {
+	return nil, nil
+}
+func (nopStore) NextNoticeAt(context.Context) (time.Time, bool, error) {
+	return time.Time{}, false, nil
+}
+func (nopStore) MarkNotice(context.Context, int64, string) error            { return nil }
+func (nopStore) HoldNotice(context.Context, int64, time.Time, string) error { return nil }

@@ -2,6 +2,7 @@ package prompt_test
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"testing"
 
@@ -66,5 +67,36 @@ func TestAFailureIsAnAnswerInTheOutbox(t *testing.T) {
 	h.endAs(id, prompt.StateFailed)
 	if got := kinds(h.mem, id); !reflect.DeepEqual(got, []string{"answer "}) {
 		t.Fatalf("outbox %v", got)
+	}
+}
+
+// A sender rebuilds what it tells from the store: the request as asked,
+// after its decision too, and the answer once the prompt ended.
+func TestRequestAndAnswerAreReadBackFromTheStore(t *testing.T) {
+	h := newHarness(t, opts{}, prompttest.Calls(call("c1", "test.gated", "x"), call("c2", "test.free", "y")), prompttest.Answer("done"))
+	id := h.create("go")
+	asked := h.request()
+	ctx := context.Background()
+	if _, err := h.svc.Answer(ctx, id); !errors.Is(err, prompt.ErrNotPending) {
+		t.Fatalf("answer of a waiting prompt: %v", err)
+	}
+	got, err := h.svc.Request(ctx, asked.ApprovalID)
+	if err != nil || !reflect.DeepEqual(got, asked) {
+		t.Fatalf("request = %+v, %v; want %+v", got, err, asked)
+	}
+	h.approve(asked.ApprovalID)
+	h.endAs(id, prompt.StateCompleted)
+	if got, err := h.svc.Request(ctx, asked.ApprovalID); err != nil || got.ToolName != "test.gated" || string(got.Input) != string(asked.Input) {
+		t.Fatalf("request after the decision = %+v, %v", got, err)
+	}
+	a, err := h.svc.Answer(ctx, id)
+	if err != nil || a.State != prompt.StateCompleted || a.Text != "done" || a.ConversationID != "conv-1" {
+		t.Fatalf("answer = %+v, %v", a, err)
+	}
+	if _, err := h.svc.Request(ctx, "nope"); !errors.Is(err, prompt.ErrNotFound) {
+		t.Fatalf("unknown request: %v", err)
+	}
+	if _, err := h.svc.Answer(ctx, "nope"); !errors.Is(err, prompt.ErrNotFound) {
+		t.Fatalf("unknown answer: %v", err)
 	}
 }

@@ -207,6 +207,39 @@ func (s *Service) Active(ctx context.Context, conversationID string) (Status, er
 	return st, nil
 }
 
+// Request returns the request of approval approvalID as it was asked,
+// whatever it stands at now (see LookupApproval), so a sender can show it
+// or rebuild a copy after the decision. Returns ErrNotFound if there is no
+// such approval.
+func (s *Service) Request(ctx context.Context, approvalID string) (ApprovalRequest, error) {
+	ref, err := s.store.FindApproval(ctx, approvalID)
+	if err != nil {
+		return ApprovalRequest{}, err
+	}
+	p, err := s.store.LoadPrompt(ctx, ref.PromptID)
+	if err != nil {
+		return ApprovalRequest{}, fmt.Errorf("request %s: %w", approvalID, err)
+	}
+	i := findCall(p, ref.CallID)
+	if i < 0 || p.Output[i].Call.Approval == nil {
+		return ApprovalRequest{}, fmt.Errorf("request %s: its call %s is not in prompt %s: %w", approvalID, ref.CallID, p.ID, ErrNotFound)
+	}
+	return requestOf(p, i), nil
+}
+
+// Answer returns how prompt promptID ended. Returns ErrNotPending if it
+// has not ended yet, ErrNotFound if there is no such prompt.
+func (s *Service) Answer(ctx context.Context, promptID string) (Answer, error) {
+	p, err := s.store.LoadPrompt(ctx, promptID)
+	if err != nil {
+		return Answer{}, fmt.Errorf("answer of %s: %w", promptID, err)
+	}
+	if !p.State.Final() {
+		return Answer{}, fmt.Errorf("answer of %s: it is %s: %w", promptID, p.State, ErrNotPending)
+	}
+	return answerOf(p), nil
+}
+
 // RejectedPrefix starts the result a rejected call gives the model.
 const RejectedPrefix = "Rejected by user"
 

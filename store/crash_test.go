@@ -110,8 +110,8 @@ type killAfterSave struct {
 	kill   func()
 }
 
-func (k killAfterSave) SavePrompt(ctx context.Context, p *prompt.Prompt, changed []int) error {
-	err := k.DB.SavePrompt(ctx, p, changed)
+func (k killAfterSave) SavePrompt(ctx context.Context, p *prompt.Prompt, changed []int, notices ...prompt.Notice) error {
+	err := k.DB.SavePrompt(ctx, p, changed, notices...)
 	if err == nil {
 		for _, i := range changed {
 			if c := p.Output[i].Call; c != nil && c.Status == k.status {
@@ -286,24 +286,44 @@ func recoverAndFinish(t *testing.T, dbPath, logPath string, conversations, round
 	ended := make(chan prompt.Answer, conversations)
 	svc.OnApprovalRequested(func(ctx context.Context, req prompt.ApprovalRequest) { reqs <- req })
 	svc.OnEnded(func(ctx context.Context, a prompt.Answer) { ended <- a })
-	waiting, err := svc.Recover(ctx)
+	// No sender runs here: the test reads what the outbox would show, the
+	// requests still pending (undelivered ones from before the crash, and
+	// the re-sends Recover adds), and approves each.
+	waiting := func(extra string) []string {
+		rows, err := rawDB(t, dbPath).QueryContext(ctx, `SELECT DISTINCT o.approval_id FROM outbox o
+			JOIN approvals a ON a.id = o.approval_id
+			WHERE o.kind = 'request' AND o.done_at IS NULL AND a.status = 'pending' `+extra)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var ids []string
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	rec.reemitted = waiting("")
+	recovered, err := svc.Recover(ctx)
 	if err != nil {
 		t.Fatalf("recover: %v", err)
 	}
-	n := waiting.Resumed
-	for {
-		page, err := waiting.Next(ctx)
-		if err != nil {
-			t.Fatalf("waiting requests: %v", err)
-		}
-		if len(page) == 0 {
-			break
-		}
-		for _, req := range page {
-			rec.reemitted = append(rec.reemitted, req.ApprovalID)
-			reqs <- req
-			n++
-		}
+	resent := waiting("AND o.resend = 1")
+	if len(resent) != recovered.Resent {
+		t.Fatalf("outbox holds %d re-sends, Recover said %d", len(resent), recovered.Resent)
+	}
+	rec.reemitted = append(rec.reemitted, resent...)
+	n := recovered.Resumed
+	for _, id := range rec.reemitted {
+		reqs <- prompt.ApprovalRequest{ApprovalID: id}
+		n++
 	}
 	for done := 0; done < n; {
 		select {

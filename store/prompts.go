@@ -59,8 +59,9 @@ func isUnique(err error, column string) bool {
 
 // SavePrompt implements prompt.Store: one transaction updates the prompt
 // row if it is still at revision p.Rev-1, then the changed items and their
-// approvals. Its cost depends on what changed, not on the prompt's length.
-func (db *DB) SavePrompt(ctx context.Context, p *prompt.Prompt, changed []int) error {
+// approvals, and records the notices. Its cost depends on what changed,
+// not on the prompt's length.
+func (db *DB) SavePrompt(ctx context.Context, p *prompt.Prompt, changed []int, notices ...prompt.Notice) error {
 	if err := checkPrompt(p); err != nil {
 		return fmt.Errorf("save prompt: %w", err)
 	}
@@ -83,7 +84,15 @@ func (db *DB) SavePrompt(ctx context.Context, p *prompt.Prompt, changed []int) e
 			}
 			return fmt.Errorf("revision %d is not above stored %d by one: %w", p.Rev, rev, prompt.ErrConflict)
 		}
-		return db.saveItems(ctx, tx, p, changed)
+		if err := db.saveItems(ctx, tx, p, changed); err != nil {
+			return err
+		}
+		for _, n := range notices {
+			if err := db.insertNotice(ctx, tx, n); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("save prompt %s: %w", p.ID, err)
@@ -193,8 +202,11 @@ func (db *DB) Decide(ctx context.Context, id string, d prompt.Decision) (prompt.
 		if n == 0 {
 			return fmt.Errorf("it is %s: %w", ref.Status, prompt.ErrNotPending)
 		}
-		_, err = tx.StmtContext(ctx, db.stmt.resume).ExecContext(ctx, now, ref.PromptID)
-		return err
+		if _, err = tx.StmtContext(ctx, db.stmt.resume).ExecContext(ctx, now, ref.PromptID); err != nil {
+			return err
+		}
+		return db.insertNotice(ctx, tx, prompt.Notice{Kind: prompt.NoticeDecided, ConversationID: ref.ConversationID,
+			PromptID: ref.PromptID, ApprovalID: id})
 	})
 	if err != nil {
 		return ref, fmt.Errorf("decide approval %s: %w", id, err)
@@ -222,8 +234,34 @@ func (db *DB) CancelPrompt(ctx context.Context, id, by string, at time.Time) err
 			}
 			return fmt.Errorf("it has ended: %w", prompt.ErrNotPending)
 		}
-		_, err = tx.StmtContext(ctx, db.stmt.cancelApproval).ExecContext(ctx, by, formatTime(at), formatTime(db.now()), id)
-		return err
+		var conv string
+		if err := tx.StmtContext(ctx, db.stmt.conversation).QueryRowContext(ctx, id).Scan(&conv); err != nil {
+			return fmt.Errorf("%w: %w", errNoConversation, err)
+		}
+		rows, err := tx.StmtContext(ctx, db.stmt.cancelApproval).QueryContext(ctx, by, formatTime(at), formatTime(db.now()), id)
+		if err != nil {
+			return err
+		}
+		var rejected []string
+		for rows.Next() {
+			var aid string
+			if err := rows.Scan(&aid); err != nil {
+				rows.Close()
+				return err
+			}
+			rejected = append(rejected, aid)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, aid := range rejected {
+			if err := db.insertNotice(ctx, tx, prompt.Notice{Kind: prompt.NoticeDecided, ConversationID: conv,
+				PromptID: id, ApprovalID: aid}); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("cancel prompt %s: %w", id, err)
@@ -295,22 +333,6 @@ func (db *DB) RunningPrompts(ctx context.Context, cur prompt.Cursor, limit int) 
 		return nil, cur, fmt.Errorf("running prompts: %w", err)
 	}
 	return ids, cur, nil
-}
-
-// WaitingPrompts implements prompt.Store: one page in one statement.
-func (db *DB) WaitingPrompts(ctx context.Context, cur prompt.Cursor, limit int) ([]*prompt.Prompt, prompt.Cursor, error) {
-	cur, err := db.bound(ctx, cur)
-	if err != nil {
-		return nil, cur, fmt.Errorf("waiting prompts: %w", err)
-	}
-	ps, last, err := scanPrompts(db.stmt.waiting.QueryContext(ctx, cur.After, cur.Bound, limit))
-	if err != nil {
-		return nil, cur, fmt.Errorf("waiting prompts: %w", err)
-	}
-	if last > 0 {
-		cur.After = last
-	}
-	return ps, cur, nil
 }
 
 // History implements prompt.Store. "Before" is in the order prompts were
@@ -438,15 +460,17 @@ func scanPrompts(rows *sql.Rows, err error) ([]*prompt.Prompt, int64, error) {
 type statements struct {
 	// writer
 	rev, insertPrompt, updatePrompt, saveItem, updateApproval, insertApproval,
-	decide, findApprovalW, resume, cancel, cancelApproval *sql.Stmt
+	decide, findApprovalW, resume, cancel, cancelApproval, conversation,
+	insertNotice, resend, markNotice, holdNotice *sql.Stmt
 	// reader
-	load, active, maxSeq, running, waiting, seq, history, findApproval *sql.Stmt
+	load, active, maxSeq, running, seq, history, findApproval, due, nextHeld *sql.Stmt
 }
 
 func (st *statements) all() []*sql.Stmt {
 	return []*sql.Stmt{st.rev, st.insertPrompt, st.updatePrompt, st.saveItem, st.updateApproval, st.insertApproval,
-		st.decide, st.findApprovalW, st.resume, st.cancel, st.cancelApproval,
-		st.load, st.active, st.maxSeq, st.running, st.waiting, st.seq, st.history, st.findApproval}
+		st.decide, st.findApprovalW, st.resume, st.cancel, st.cancelApproval, st.conversation,
+		st.insertNotice, st.resend, st.markNotice, st.holdNotice,
+		st.load, st.active, st.maxSeq, st.running, st.seq, st.history, st.findApproval, st.due, st.nextHeld}
 }
 
 // promptSelect reads prompts of the subquery p (which must have every
@@ -501,15 +525,32 @@ func (db *DB) prepare(ctx context.Context) error {
 			WHERE id = ?3 AND state IN ('running', 'waiting_for_approval')`},
 		{&db.stmt.cancelApproval, db.writer, `UPDATE approvals
 			SET status = 'rejected', decided_by = ?1, decided_at = ?2, note = 'cancelled', updated_at = ?3
-			WHERE prompt_id = ?4 AND status = 'pending'`},
+			WHERE prompt_id = ?4 AND status = 'pending' RETURNING id`},
+		{&db.stmt.conversation, db.writer, `SELECT conversation_id FROM prompts WHERE id = ?`},
+		{&db.stmt.insertNotice, db.writer, `INSERT INTO outbox (conversation_id, kind, prompt_id, approval_id, created_at)
+			VALUES (?, ?, ?, ?, ?)`},
+		{&db.stmt.resend, db.writer, `INSERT INTO outbox (conversation_id, kind, prompt_id, approval_id, resend, created_at)
+			SELECT p.conversation_id, 'request', p.id, a.id, 1, ?
+			FROM approvals a JOIN prompts p ON p.id = a.prompt_id
+			WHERE a.status = 'pending' AND p.state = 'waiting_for_approval'
+			  AND NOT EXISTS (SELECT 1 FROM outbox o
+			                  WHERE o.approval_id = a.id AND o.kind = 'request' AND o.done_at IS NULL)
+			ORDER BY p.seq`},
+		{&db.stmt.markNotice, db.writer, `UPDATE outbox SET done_at = ?, note = ? WHERE seq = ?`},
+		{&db.stmt.holdNotice, db.writer, `UPDATE outbox SET held_until = ?, attempts = attempts + 1, note = ?
+			WHERE seq = ?`},
 		{&db.stmt.load, db.reader, promptSelect(`SELECT * FROM prompts WHERE id = ?`)},
 		{&db.stmt.active, db.reader, promptSelect(`SELECT * FROM prompts
 			WHERE conversation_id = ? AND state IN ('running', 'waiting_for_approval')`)},
 		{&db.stmt.maxSeq, db.reader, `SELECT coalesce(max(seq), 0) FROM prompts`},
 		{&db.stmt.running, db.reader, `SELECT id, seq FROM prompts
 			WHERE state = 'running' AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?`},
-		{&db.stmt.waiting, db.reader, promptSelect(`SELECT * FROM prompts
-			WHERE state = 'waiting_for_approval' AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?`)},
+		{&db.stmt.due, db.reader, `SELECT o.seq, o.conversation_id, o.kind, o.prompt_id, o.approval_id, o.resend, o.attempts
+			FROM outbox o
+			JOIN (SELECT min(seq) AS seq FROM outbox WHERE done_at IS NULL GROUP BY conversation_id) h ON h.seq = o.seq
+			WHERE o.held_until IS NULL OR o.held_until <= ?
+			ORDER BY o.resend, o.seq LIMIT ?`},
+		{&db.stmt.nextHeld, db.reader, `SELECT min(held_until) FROM outbox WHERE done_at IS NULL`},
 		{&db.stmt.seq, db.reader, `SELECT seq FROM prompts WHERE id = ? AND conversation_id = ?`},
 		{&db.stmt.history, db.reader, promptSelect(`SELECT * FROM prompts
 			WHERE conversation_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?`)},

@@ -336,6 +336,18 @@ func (m *Store) HoldNotice(_ context.Context, seq int64, until time.Time, note s
 	return nil
 }
 
+// OutboxNote tells whether entry seq was marked delivered (or given up),
+// and its note.
+func (m *Store) OutboxNote(seq int64) (note string, done bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if seq < 1 || int(seq) > len(m.outbox) {
+		return "", false
+	}
+	e := m.outbox[seq-1]
+	return e.note, e.done
+}
+
 // Outbox returns every entry, delivered or not, oldest first: tests read
 // what a change recorded.
 func (m *Store) Outbox() []prompt.OutboxEntry {

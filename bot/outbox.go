@@ -1,0 +1,210 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	tgbot "github.com/go-telegram/bot"
+
+	"tollgate/prompt"
+)
+
+// The sender delivers the outbox: what a change in the core obliges
+// Tollgate to tell a chat, recorded with the change itself. One goroutine
+// (deliver) finds the oldest undelivered notice of each conversation and
+// hands each to a goroutine of its own, at most maxInFlight at once, so a
+// chat never waits behind another (a blocked chat, a 429 for one chat);
+// within a chat notices go one at a time, in the order of the changes that
+// caused them. Start-up and normal running are the same path: a restart
+// simply finds the outbox as the last process left it.
+
+const (
+	// maxInFlight bounds the conversations delivered to at once.
+	maxInFlight = 32
+	// senderPoll is how long the sender sleeps when nothing wakes it: a
+	// notice recorded by another process, say, is found by then.
+	senderPoll = 30 * time.Second
+	// firstHold and maxHold bound the wait before a failed delivery is
+	// tried again (doubling per attempt); a 429 holds for its retry_after.
+	firstHold = 2 * time.Second
+	maxHold   = 10 * time.Minute
+)
+
+// wakeSender tells the sender to look at the outbox now. It never blocks.
+func (b *Bot) wakeSender() {
+	select {
+	case b.outbox <- struct{}{}:
+	default:
+	}
+}
+
+// deliver runs the sender until ctx ends, then waits for the deliveries
+// under way. Once updates stop (shutdown) it drains: it delivers what is
+// due, the answers of prompts that ended during the shutdown among them,
+// and returns when nothing more is; Run's drain bounds how long.
+func (b *Bot) deliver(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	b.mu.Lock()
+	poll := b.pollCtx.Done()
+	b.mu.Unlock()
+	draining := false
+	inFlight := map[string]bool{}
+	done := make(chan string, maxInFlight)
+	timer := time.NewTimer(senderPoll)
+	defer timer.Stop()
+	for {
+		if len(inFlight) < maxInFlight {
+			due, err := b.cfg.Store.DueNotices(ctx, b.cfg.Now(), maxInFlight+len(inFlight))
+			if err != nil && ctx.Err() == nil {
+				b.log.Error("read the outbox", "err", err)
+			}
+			if draining && len(due) == 0 && len(inFlight) == 0 {
+				return
+			}
+			for _, e := range due {
+				if len(inFlight) >= maxInFlight {
+					break
+				}
+				if inFlight[e.ConversationID] {
+					continue
+				}
+				inFlight[e.ConversationID] = true
+				wg.Go(func() {
+					b.deliverOne(ctx, e)
+					done <- e.ConversationID
+				})
+			}
+		}
+		wait := senderPoll
+		if at, ok, err := b.cfg.Store.NextNoticeAt(ctx); err == nil && ok {
+			wait = min(wait, max(at.Sub(b.cfg.Now()), 0))
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-poll:
+			draining, poll = true, nil
+		case conv := <-done:
+			delete(inFlight, conv)
+		case <-b.outbox:
+		case <-timer.C:
+		}
+	}
+}
+
+// deliverOne delivers outbox entry e and records how it went: delivered,
+// refused for good (marked, never tried again), or held for a later try.
+func (b *Bot) deliverOne(ctx context.Context, e prompt.OutboxEntry) {
+	var err error
+	switch e.Kind {
+	case prompt.NoticeRequest:
+		err = b.deliverRequest(ctx, e)
+	case prompt.NoticeDecided:
+		err = b.deliverDecision(ctx, e.ApprovalID)
+	case prompt.NoticeAnswer:
+		err = b.deliverAnswer(ctx, e.PromptID)
+	default:
+		err = fmt.Errorf("%w: unknown notice kind %q", errGiveUp, e.Kind)
+	}
+	if ctx.Err() != nil {
+		return // stopping: the entry stays as it is, for the next start
+	}
+	var note string
+	switch {
+	case err == nil:
+	case permanent(err) || errors.Is(err, errGiveUp):
+		b.log.Error("notice refused for good; not tried again", "kind", e.Kind, "conversation", e.ConversationID,
+			"prompt", e.PromptID, "approval", e.ApprovalID, "err", err)
+		note = "refused: " + err.Error()
+	default:
+		hold := holdFor(err, e.Attempts)
+		b.log.Warn("notice not delivered; trying again later", "kind", e.Kind, "conversation", e.ConversationID,
+			"attempt", e.Attempts+1, "in", hold, "err", err)
+		if err := b.cfg.Store.HoldNotice(ctx, e.Seq, b.cfg.Now().Add(hold), err.Error()); err != nil {
+			b.log.Error("hold an undelivered notice", "seq", e.Seq, "err", err)
+		}
+		return
+	}
+	if err := b.cfg.Store.MarkNotice(ctx, e.Seq, note); err != nil {
+		b.log.Error("mark a notice delivered; it may be delivered again", "seq", e.Seq, "err", err)
+	}
+}
+
+// errGiveUp marks a delivery that no later try can make: its record is
+// gone, say.
+var errGiveUp = errors.New("cannot be delivered")
+
+// holdFor is how long a failed delivery waits before its next try: a
+// 429's retry_after, else a back-off doubling with each attempt.
+func holdFor(err error, attempts int) time.Duration {
+	var tooMany *tgbot.TooManyRequestsError
+	if errors.As(err, &tooMany) {
+		return time.Duration(max(tooMany.RetryAfter, 1)) * time.Second
+	}
+	d := firstHold
+	for range min(attempts, 16) {
+		d *= 2
+	}
+	return min(d, maxHold)
+}
+
+// deliverRequest shows a request with its buttons. A request decided
+// before its turn came is not shown: the decision's own notice closes the
+// copies there are.
+func (b *Bot) deliverRequest(ctx context.Context, e prompt.OutboxEntry) error {
+	ref, err := b.cfg.Service.LookupApproval(ctx, e.ApprovalID)
+	if errors.Is(err, prompt.ErrNotFound) {
+		return fmt.Errorf("%w: approval %s: %w", errGiveUp, e.ApprovalID, err)
+	}
+	if err != nil {
+		return err
+	}
+	if ref.Status != prompt.ApprovalPending {
+		return nil
+	}
+	req, err := b.cfg.Service.Request(ctx, e.ApprovalID)
+	if err != nil {
+		return err
+	}
+	return b.sendApproval(ctx, req)
+}
+
+// deliverDecision edits every copy of a request that left pending to show
+// how it ended, without buttons.
+func (b *Bot) deliverDecision(ctx context.Context, approvalID string) error {
+	ref, err := b.cfg.Service.LookupApproval(ctx, approvalID)
+	if errors.Is(err, prompt.ErrNotFound) {
+		return fmt.Errorf("%w: approval %s: %w", errGiveUp, approvalID, err)
+	}
+	if err != nil {
+		return err
+	}
+	req, err := b.cfg.Service.Request(ctx, approvalID)
+	if err != nil {
+		return err
+	}
+	return b.editApproval(ctx, approvalID, &req, nil, decidedLine(ref))
+}
+
+// deliverAnswer sends how a prompt ended.
+func (b *Bot) deliverAnswer(ctx context.Context, promptID string) error {
+	a, err := b.cfg.Service.Answer(ctx, promptID)
+	if errors.Is(err, prompt.ErrNotFound) || errors.Is(err, prompt.ErrNotPending) {
+		return fmt.Errorf("%w: %w", errGiveUp, err)
+	}
+	if err != nil {
+		return err
+	}
+	return b.sendResult(ctx, a)
+}
