@@ -168,3 +168,43 @@ func TestRestartResendsEveryWaitingRequestAcrossPages(t *testing.T) {
 		t.Errorf("%d requests sent, want %d", got, n)
 	}
 }
+
+// TestRestartEditsADecidedRequestThatACrashKeptOpen: the decision was saved
+// but its edit never reached Telegram before the process died. The next
+// start edits every copy, once, and only then sends the answer.
+func TestRestartEditsADecidedRequestThatACrashKeptOpen(t *testing.T) {
+	first := newHarness(t, lsThenAnswer("listed"), func(c *config) { c.Limits.MaxAttempts = 1 })
+	first.start()
+	first.srv.UserMessage(alice.ID, alice, "list")
+	msg, approve, _ := first.approvalMessage(1)
+	// Every edit fails from here on, as if the process died before it.
+	first.srv.Fail("editMessageText", 1000, telegramtest.ServerError())
+	cb := first.srv.Press(alice.ID, alice, msg.ID, approve)
+	first.waitAnswer(cb, "Approved")
+	first.srv.WaitCall(t, wait, telegramtest.Method("editMessageText", func(c telegramtest.Call) bool { return !c.OK() }))
+	if <-first.ranArg != "ls" {
+		t.Fatal("the approved tool did not run")
+	}
+	lastPromptID(t, first, 1)
+	first.stop()
+	if n := len(answerCalls(first, "listed")); n != 0 {
+		t.Fatalf("the answer went out before the edit of its request (%d)", n)
+	}
+	first.srv.ClearFaults("editMessageText")
+
+	second := first.restart(nil)
+	second.start()
+	answer := second.srv.WaitCall(t, wait, telegramtest.Method("sendMessage", telegramtest.Succeeded, textHas("listed")))
+	second.stop()
+	edits := second.srv.Calls(telegramtest.Method("editMessageText", telegramtest.Succeeded))
+	if len(edits) != 1 || edits[0].Int("message_id") != int64(msg.ID) {
+		t.Fatalf("%d successful edits, want the one copy edited once", len(edits))
+	}
+	if edits[0].Time.After(answer.Time) {
+		t.Error("the answer went out before the edit of its request")
+	}
+	mustBeClosed(t, second.srv, alice.ID, msg.ID, "Approved by Alice (111)")
+	if n := second.ran.Load() + first.ran.Load(); n != 1 {
+		t.Errorf("tool ran %d times, want 1", n)
+	}
+}
