@@ -24,6 +24,10 @@ import (
 const (
 	// maxInFlight bounds the conversations delivered to at once.
 	maxInFlight = 32
+	// maxResendsInFlight bounds the re-sends among them: a few keep the
+	// global rate busy, and a live notice then waits behind a few re-sends
+	// at most, not behind every slot.
+	maxResendsInFlight = 4
 	// senderPoll is how long the sender sleeps when nothing wakes it: a
 	// notice recorded by another process, say, is found by then.
 	senderPoll = 30 * time.Second
@@ -53,7 +57,12 @@ func (b *Bot) deliver(ctx context.Context) {
 	b.mu.Unlock()
 	draining := false
 	inFlight := map[string]bool{}
-	done := make(chan string, maxInFlight)
+	resends := 0
+	type delivered struct {
+		conv   string
+		resend bool
+	}
+	done := make(chan delivered, maxInFlight)
 	timer := time.NewTimer(senderPoll)
 	defer timer.Stop()
 	for {
@@ -69,13 +78,16 @@ func (b *Bot) deliver(ctx context.Context) {
 				if len(inFlight) >= maxInFlight {
 					break
 				}
-				if inFlight[e.ConversationID] {
+				if inFlight[e.ConversationID] || (e.Resend && resends >= maxResendsInFlight) {
 					continue
 				}
 				inFlight[e.ConversationID] = true
+				if e.Resend {
+					resends++
+				}
 				wg.Go(func() {
 					b.deliverOne(ctx, e)
-					done <- e.ConversationID
+					done <- delivered{e.ConversationID, e.Resend}
 				})
 			}
 		}
@@ -95,8 +107,11 @@ func (b *Bot) deliver(ctx context.Context) {
 			return
 		case <-poll:
 			draining, poll = true, nil
-		case conv := <-done:
-			delete(inFlight, conv)
+		case d := <-done:
+			delete(inFlight, d.conv)
+			if d.resend {
+				resends--
+			}
 		case <-b.outbox:
 		case <-timer.C:
 		}
