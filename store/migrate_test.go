@@ -107,6 +107,20 @@ func TestUpgradeKeepsWaitingRequestsDecidable(t *testing.T) {
 	if done.FinalText() != "all done" {
 		t.Fatalf("final text %q", done.FinalText())
 	}
+	// Its answer was never marked delivered: the outbox sends it.
+	due, err := db.DueNotices(ctx, time.Now(), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answers []string
+	for _, e := range due {
+		if e.Kind == prompt.NoticeAnswer {
+			answers = append(answers, e.PromptID)
+		}
+	}
+	if len(answers) != 1 || answers[0] != "pd" {
+		t.Fatalf("answers in the outbox after the upgrade: %v, want pd's", answers)
+	}
 
 	active, err := db.ActivePrompt(ctx, "tg:3")
 	if err != nil || active.ID != "pnew" {
