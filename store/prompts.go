@@ -535,7 +535,7 @@ func (db *DB) prepare(ctx context.Context) error {
 			WHERE a.status = 'pending' AND p.state = 'waiting_for_approval'
 			  AND NOT EXISTS (SELECT 1 FROM outbox o
 			                  WHERE o.approval_id = a.id AND o.kind = 'request' AND o.done_at IS NULL)
-			ORDER BY p.seq`},
+			ORDER BY a.rowid`},
 		{&db.stmt.markNotice, db.writer, `UPDATE outbox SET done_at = ?, note = ? WHERE seq = ?`},
 		{&db.stmt.holdNotice, db.writer, `UPDATE outbox SET held_until = ?, attempts = attempts + 1, note = ?
 			WHERE seq = ?`},
