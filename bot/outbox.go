@@ -24,6 +24,8 @@ import (
 const (
 	// maxInFlight bounds the conversations delivered to at once.
 	maxInFlight = 32
+	// readBatch is how many due entries one read of the outbox takes.
+	readBatch = 256
 	// maxResendsInFlight bounds the re-sends among them: a few keep the
 	// global rate busy, and a live notice then waits behind a few re-sends
 	// at most, not behind every slot.
@@ -49,48 +51,61 @@ func (b *Bot) wakeSender() {
 // under way. Once updates stop (shutdown) it drains: it delivers what is
 // due, the answers of prompts that ended during the shutdown among them,
 // and returns when nothing more is; Run's drain bounds how long.
+//
+// It reads due entries a batch at a time and re-reads when something new
+// may be due: a wake, a live delivery done (its chat's next entry), an
+// empty batch, a hold running out. A long run of re-sends, one per chat,
+// is served from the batch without a read per message.
 func (b *Bot) deliver(ctx context.Context) {
+	type delivered struct {
+		conv   string
+		resend bool
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	b.mu.Lock()
 	poll := b.pollCtx.Done()
 	b.mu.Unlock()
-	draining := false
+	draining, refresh := false, true
 	inFlight := map[string]bool{}
 	resends := 0
-	type delivered struct {
-		conv   string
-		resend bool
-	}
+	var batch []prompt.OutboxEntry
 	done := make(chan delivered, maxInFlight)
 	timer := time.NewTimer(senderPoll)
 	defer timer.Stop()
 	for {
-		if len(inFlight) < maxInFlight {
-			due, err := b.cfg.Store.DueNotices(ctx, b.cfg.Now(), maxInFlight+len(inFlight))
+		if refresh {
+			refresh = false
+			due, err := b.cfg.Store.DueNotices(ctx, b.cfg.Now(), readBatch)
 			if err != nil && ctx.Err() == nil {
 				b.log.Error("read the outbox", "err", err)
 			}
-			if draining && len(due) == 0 && len(inFlight) == 0 {
-				return
-			}
+			batch = batch[:0]
 			for _, e := range due {
-				if len(inFlight) >= maxInFlight {
-					break
+				if !inFlight[e.ConversationID] {
+					batch = append(batch, e)
 				}
-				if inFlight[e.ConversationID] || (e.Resend && resends >= maxResendsInFlight) {
-					continue
-				}
-				inFlight[e.ConversationID] = true
-				if e.Resend {
-					resends++
-				}
-				wg.Go(func() {
-					b.deliverOne(ctx, e)
-					done <- delivered{e.ConversationID, e.Resend}
-				})
 			}
 		}
+		if draining && len(batch) == 0 && len(inFlight) == 0 {
+			return
+		}
+		rest := batch[:0]
+		for _, e := range batch {
+			if len(inFlight) >= maxInFlight || inFlight[e.ConversationID] || (e.Resend && resends >= maxResendsInFlight) {
+				rest = append(rest, e)
+				continue
+			}
+			inFlight[e.ConversationID] = true
+			if e.Resend {
+				resends++
+			}
+			wg.Go(func() {
+				b.deliverOne(ctx, e)
+				done <- delivered{e.ConversationID, e.Resend}
+			})
+		}
+		batch = rest
 		wait := senderPoll
 		if at, ok, err := b.cfg.Store.NextNoticeAt(ctx); err == nil && ok {
 			wait = min(wait, max(at.Sub(b.cfg.Now()), 0))
@@ -106,14 +121,19 @@ func (b *Bot) deliver(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-poll:
-			draining, poll = true, nil
+			draining, poll, refresh = true, nil, true
 		case d := <-done:
 			delete(inFlight, d.conv)
 			if d.resend {
 				resends--
 			}
+			// A live delivery may have a next entry in its chat (the
+			// answer after an edit); a re-send has none to look for.
+			refresh = !d.resend || len(batch) == 0
 		case <-b.outbox:
+			refresh = true
 		case <-timer.C:
+			refresh = true
 		}
 	}
 }

@@ -26,6 +26,8 @@ CREATE TABLE outbox (
 
 -- The sender reads the oldest undelivered row of each conversation.
 CREATE INDEX outbox_undelivered ON outbox (conversation_id, seq) WHERE done_at IS NULL;
+-- The sender sleeps until the earliest hold runs out.
+CREATE INDEX outbox_held ON outbox (held_until) WHERE done_at IS NULL AND held_until IS NOT NULL;
 -- A restart re-sends a waiting request only if none is undelivered.
 CREATE INDEX outbox_requests ON outbox (approval_id) WHERE done_at IS NULL AND kind = 'request';
 

@@ -550,7 +550,7 @@ func (db *DB) prepare(ctx context.Context) error {
 			JOIN (SELECT min(seq) AS seq FROM outbox WHERE done_at IS NULL GROUP BY conversation_id) h ON h.seq = o.seq
 			WHERE o.held_until IS NULL OR o.held_until <= ?
 			ORDER BY o.resend, o.seq LIMIT ?`},
-		{&db.stmt.nextHeld, db.reader, `SELECT min(held_until) FROM outbox WHERE done_at IS NULL`},
+		{&db.stmt.nextHeld, db.reader, `SELECT min(held_until) FROM outbox WHERE done_at IS NULL AND held_until IS NOT NULL`},
 		{&db.stmt.seq, db.reader, `SELECT seq FROM prompts WHERE id = ? AND conversation_id = ?`},
 		{&db.stmt.history, db.reader, promptSelect(`SELECT * FROM prompts
 			WHERE conversation_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?`)},
