@@ -20,9 +20,10 @@ func permanent(err error) bool {
 		errors.Is(err, tgbot.ErrorConflict) || errors.As(err, &migrate)
 }
 
-// do is the one outbound path: every call to Telegram is paced by the
-// limiter and retried, after retry_after on a 429 and with doubling backoff
-// on 5xx and network errors, until MaxAttempts or ctx ends. A 429 holds
+// do is the one outbound path: every call to Telegram waits for the
+// limiter (messages for their place, anything else only for a 429's hold)
+// and is retried, after retry_after on a 429 and with doubling backoff on
+// 5xx and network errors, until MaxAttempts or ctx ends. A 429 holds
 // chatID for retry_after, or the whole bot if the call is not tied to a
 // chat (chatID 0: getMe, callback answers, setup calls), since flood
 // control there can only be the bot's as a whole. The waits are on the
