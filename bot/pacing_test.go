@@ -372,3 +372,34 @@ func TestFake429ReachesTheClientWithRetryAfter(t *testing.T) {
 		t.Errorf("client error %v, want TooManyRequestsError with RetryAfter 4", err)
 	}
 }
+
+// What was measured at 1,001ms: the request, then on a press its edit and
+// the answer, all to one quiet chat. Within the burst, none waits.
+func TestPressEditAndAnswerGoAtOnce(t *testing.T) {
+	p := newPaced(t)
+	p.srv.KnownChat(7, someone)
+	done := make(chan error, 1)
+	p.wg.Go(func() {
+		id, err := p.b.send(p.ctx, message{chat: 7, html: "run <code>ls</code>?"})
+		if err == nil {
+			err = p.b.edit(p.ctx, 7, id, "run <code>ls</code>? <i>approved</i>")
+		}
+		if err == nil {
+			_, err = p.b.send(p.ctx, message{chat: 7, html: "done"})
+		}
+		done <- err
+	})
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(realWait):
+		t.Fatalf("request, edit and answer still waiting; %d waits on the clock", p.clk.Pending())
+	}
+	for _, c := range p.srv.Calls(nil) {
+		if !c.OK() || at(c) != 0 {
+			t.Errorf("%s at +%v (status %d), want at once", c.Method, at(c), c.Status)
+		}
+	}
+}
