@@ -12,6 +12,7 @@ require (
 	github.com/pressly/goose/v3 v3.29.0
 	github.com/sashabaranov/go-openai v1.43.0
 	golang.org/x/net v0.62.0
+	golang.org/x/time v0.16.0
 	modernc.org/sqlite v1.61.1
 )
 

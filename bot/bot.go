@@ -16,6 +16,7 @@ import (
 
 	tgbot "github.com/go-telegram/bot"
 	"github.com/go-telegram/bot/models"
+	"golang.org/x/time/rate"
 
 	"tollgate/prompt"
 )
@@ -89,10 +90,27 @@ type Webhook struct {
 }
 
 // Limits paces and retries calls to Telegram. Zero fields take the
-// defaults, which follow Telegram's published limits.
+// defaults, which follow Telegram's published limits: about one message a
+// second to a chat with short bursts allowed, 20 a minute to a group, 30 a
+// second overall. Only messages are paced (sent or edited, documents
+// included); callback answers and chat actions are not, so a press is
+// answered at once. A rate of rate.Inf turns that pacing off.
 type Limits struct {
-	PerChat     time.Duration // gap between messages to one chat (default 1s)
-	Global      time.Duration // gap between any two calls (default 34ms, under 30/s)
+	// ChatRate is the sustained pace of messages to one private chat, in
+	// messages a second (default 1).
+	ChatRate rate.Limit
+	// ChatBurst is how many messages a quiet private chat takes at once
+	// before ChatRate applies (default 3): a press's edit and the answer
+	// after it need not wait a second each.
+	ChatBurst int
+	// GroupRate and GroupBurst are the same for a group, supergroup or
+	// channel, a chat with a negative ID (default 20 a minute, burst 3).
+	GroupRate  rate.Limit
+	GroupBurst int
+	// GlobalRate and GlobalBurst bound messages to all chats together
+	// (default 30 a second, burst 30).
+	GlobalRate  rate.Limit
+	GlobalBurst int
 	Backoff     time.Duration // first wait after a 5xx or network error, doubling (default 1s)
 	MaxBackoff  time.Duration // default 30s
 	MaxAttempts int           // per call, including the first (default 5)
@@ -109,8 +127,17 @@ func (l Limits) withDefaults() Limits {
 			*d = v
 		}
 	}
-	def(&l.PerChat, time.Second)
-	def(&l.Global, 34*time.Millisecond)
+	defRate := func(r *rate.Limit, burst *int, vr rate.Limit, vb int) {
+		if *r <= 0 {
+			*r = vr
+		}
+		if *burst <= 0 {
+			*burst = vb
+		}
+	}
+	defRate(&l.ChatRate, &l.ChatBurst, 1, 3)
+	defRate(&l.GroupRate, &l.GroupBurst, rate.Every(3*time.Second), 3)
+	defRate(&l.GlobalRate, &l.GlobalBurst, 30, 30)
 	def(&l.Backoff, time.Second)
 	def(&l.MaxBackoff, 30*time.Second)
 	def(&l.Typing, 4*time.Second)
@@ -129,7 +156,10 @@ type Config struct {
 	Service      Service
 	Store        Store
 	Logger       *slog.Logger     // default: discard
-	Now          func() time.Time // when held notices fall due; default time.Now
+	Now          func() time.Time // when held outbox entries fall due; default Clock.Now
+	// Clock paces calls to Telegram and times the waits between retries
+	// and "typing…" renewals (default real time); tests inject a fake one.
+	Clock Clock
 	// HTTPClient is used for every call, long polls included, so its
 	// Timeout, if set, must exceed PollTimeout.
 	HTTPClient  *http.Client
@@ -195,8 +225,11 @@ func New(cfg Config) (*Bot, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = realClock{}
+	}
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = cfg.Clock.Now
 	}
 	if cfg.PollTimeout <= 0 {
 		cfg.PollTimeout = 30 * time.Second
@@ -209,7 +242,7 @@ func New(cfg Config) (*Bot, error) {
 		cfg:     cfg,
 		log:     cfg.Logger,
 		allowed: map[int64]bool{},
-		lim:     newLimiter(cfg.Limits),
+		lim:     newLimiter(cfg.Limits, cfg.Clock),
 		typing:  map[string]context.CancelFunc{},
 		outbox:  make(chan struct{}, 1),
 	}
@@ -540,7 +573,7 @@ func (b *Bot) showTyping(ctx context.Context, conv string) {
 		if _, err := b.tg.SendChatAction(ctx, &tgbot.SendChatActionParams{ChatID: chat, Action: models.ChatActionTyping}); err != nil && ctx.Err() == nil {
 			b.log.Debug("send typing", "chat", chat, "err", err)
 		}
-		if sleep(ctx, b.cfg.Limits.Typing) != nil {
+		if b.sleep(ctx, b.cfg.Limits.Typing) != nil {
 			return
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"tollgate/bot/telegramtest"
 	"tollgate/prompt/prompttest"
 )
@@ -89,7 +91,8 @@ func TestRequestThatCannotBeSentStaysPendingAndPendingResends(t *testing.T) {
 
 func TestSendsToOneChatArePaced(t *testing.T) {
 	const gap = 40 * time.Millisecond
-	h := newHarness(t, nil, func(c *config) { c.Limits.PerChat = gap })
+	// Burst 1: every message after the first waits its turn.
+	h := newHarness(t, nil, func(c *config) { c.Limits.ChatRate, c.Limits.ChatBurst = rate.Every(gap), 1 })
 	h.start()
 	for range 4 {
 		h.srv.UserMessage(alice.ID, alice, "/help")

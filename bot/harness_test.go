@@ -286,7 +286,10 @@ func build(t *testing.T, srv *telegramtest.Server, pstore *prompttest.Store, sto
 			Store:       store,
 			Logger:      slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 			PollTimeout: 5 * time.Second,
-			Limits:      bot.Limits{PerChat: 5 * time.Millisecond, Global: time.Millisecond, Backoff: 10 * time.Millisecond, Typing: 50 * time.Millisecond},
+			// Fast pacing, default bursts: a chat's backlog is still spaced
+			// (5ms), just not by a second.
+			Limits: bot.Limits{ChatRate: 200, GroupRate: 200, GlobalRate: 1000,
+				Backoff: 10 * time.Millisecond, Typing: 50 * time.Millisecond},
 		},
 		// The same clock: decisions are stamped by the service and shown
 		// by the bot.

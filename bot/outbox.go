@@ -71,17 +71,20 @@ func (b *Bot) deliver(ctx context.Context) {
 	resends := 0
 	var batch []prompt.OutboxEntry
 	done := make(chan delivered, maxInFlight)
-	timer := time.NewTimer(senderPoll)
-	defer timer.Stop()
+	// The wait for a hold to run out is on the bot's clock, so tests can
+	// move it.
+	due := make(chan struct{}, 1)
+	stopTimer := func() bool { return false }
+	defer func() { stopTimer() }()
 	for {
 		if refresh {
 			refresh = false
-			due, err := b.cfg.Store.DueNotices(ctx, b.cfg.Now(), readBatch)
+			entries, err := b.cfg.Store.DueNotices(ctx, b.cfg.Now(), readBatch)
 			if err != nil && ctx.Err() == nil {
 				b.log.Error("read the outbox", "err", err)
 			}
 			batch = batch[:0]
-			for _, e := range due {
+			for _, e := range entries {
 				if !inFlight[e.ConversationID] {
 					batch = append(batch, e)
 				}
@@ -110,13 +113,13 @@ func (b *Bot) deliver(ctx context.Context) {
 		if at, ok, err := b.cfg.Store.NextNoticeAt(ctx); err == nil && ok {
 			wait = min(wait, max(at.Sub(b.cfg.Now()), 0))
 		}
-		if !timer.Stop() {
+		stopTimer()
+		stopTimer = b.cfg.Clock.AfterFunc(wait, func() {
 			select {
-			case <-timer.C:
+			case due <- struct{}{}:
 			default:
 			}
-		}
-		timer.Reset(wait)
+		})
 		select {
 		case <-ctx.Done():
 			return
@@ -132,7 +135,7 @@ func (b *Bot) deliver(ctx context.Context) {
 			refresh = !d.resend || len(batch) == 0
 		case <-b.outbox:
 			refresh = true
-		case <-timer.C:
+		case <-due:
 			refresh = true
 		}
 	}

@@ -6,106 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	tgbot "github.com/go-telegram/bot"
 	"github.com/go-telegram/bot/models"
 )
-
-// pace says which limits a call counts against.
-type pace int
-
-const (
-	paceChat   pace = iota // a message or edit: per chat and global
-	paceGlobal             // anything else: global only
-)
-
-// limiter spaces calls: at most one message per PerChat in a chat, one call
-// per Global overall. Each caller reserves a slot and sleeps until it, so
-// a burst (a restart re-sending many requests) turns into a queue, not into
-// 429s.
-type limiter struct {
-	perChat, global time.Duration
-
-	mu    sync.Mutex
-	next  time.Time
-	chats map[int64]time.Time
-}
-
-func newLimiter(l Limits) *limiter {
-	return &limiter{perChat: l.PerChat, global: l.Global, chats: map[int64]time.Time{}}
-}
-
-func (l *limiter) reserveChat(chatID int64) time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := time.Now()
-	t := now
-	if c := l.chats[chatID]; c.After(t) {
-		t = c
-	}
-	l.chats[chatID] = t.Add(l.perChat)
-	if len(l.chats) > 1024 {
-		for id, c := range l.chats {
-			if c.Before(now) {
-				delete(l.chats, id)
-			}
-		}
-	}
-	return t.Sub(now)
-}
-
-func (l *limiter) reserveGlobal() time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := time.Now()
-	t := now
-	if l.next.After(t) {
-		t = l.next
-	}
-	l.next = t.Add(l.global)
-	return t.Sub(now)
-}
-
-// hold keeps a chat (or, for chat 0, everything) quiet for d, as a 429 asks.
-func (l *limiter) hold(chatID int64, d time.Duration) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	until := time.Now().Add(d)
-	if chatID == 0 {
-		if until.After(l.next) {
-			l.next = until
-		}
-		return
-	}
-	if until.After(l.chats[chatID]) {
-		l.chats[chatID] = until
-	}
-}
-
-func (l *limiter) wait(ctx context.Context, chatID int64, p pace) error {
-	if p == paceChat {
-		if err := sleep(ctx, l.reserveChat(chatID)); err != nil {
-			return err
-		}
-	}
-	return sleep(ctx, l.reserveGlobal())
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
 
 // permanent reports errors that a retry cannot fix.
 func permanent(err error) bool {
@@ -115,9 +20,14 @@ func permanent(err error) bool {
 		errors.Is(err, tgbot.ErrorConflict) || errors.As(err, &migrate)
 }
 
-// do is the one outbound path: every call to Telegram is paced by the
-// limiter and retried, after retry_after on a 429 and with doubling backoff
-// on 5xx and network errors, until MaxAttempts or ctx ends.
+// do is the one outbound path: every call to Telegram waits for the
+// limiter (messages for their place, anything else only for a 429's hold)
+// and is retried, after retry_after on a 429 and with doubling backoff on
+// 5xx and network errors, until MaxAttempts or ctx ends. A 429 holds
+// chatID for retry_after, or the whole bot if the call is not tied to a
+// chat (chatID 0: getMe, callback answers, setup calls), since flood
+// control there can only be the bot's as a whole. The waits are on the
+// bot's clock.
 func (b *Bot) do(ctx context.Context, chatID int64, p pace, what string, f func(context.Context) error) error {
 	lim := b.cfg.Limits
 	backoff := lim.Backoff
@@ -148,7 +58,7 @@ func (b *Bot) do(ctx context.Context, chatID int64, p pace, what string, f func(
 			return fmt.Errorf("%s: gave up after %d attempts: %w", what, attempt, err)
 		}
 		b.log.Debug("telegram call failed; retrying", "call", what, "attempt", attempt, "wait", delay, "err", err)
-		if err := sleep(ctx, delay); err != nil {
+		if err := b.sleep(ctx, delay); err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
 	}

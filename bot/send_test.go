@@ -3,54 +3,16 @@ package bot
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-telegram/bot/models"
+	"golang.org/x/time/rate"
 
 	"tollgate/bot/telegramtest"
 	"tollgate/prompt"
 	"tollgate/prompt/prompttest"
 )
-
-func TestLimiterTurnsABurstIntoAQueue(t *testing.T) {
-	l := newLimiter(Limits{PerChat: time.Second, Global: 10 * time.Millisecond})
-	// 100 requests re-sent at start, to 50 chats: the global slots are
-	// spaced, and a chat's second message waits a full second.
-	var mu sync.Mutex
-	var global []time.Duration
-	var wg sync.WaitGroup
-	for range 100 {
-		wg.Go(func() {
-			d := l.reserveGlobal()
-			mu.Lock()
-			global = append(global, d)
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	var latest time.Duration
-	for _, d := range global {
-		latest = max(latest, d)
-	}
-	if latest < 980*time.Millisecond {
-		t.Errorf("100 calls at 10ms spacing end after %v, want about 990ms", latest)
-	}
-	if d := l.reserveChat(7); d > 0 {
-		t.Errorf("first message to a chat waits %v", d)
-	}
-	if d := l.reserveChat(7); d < 990*time.Millisecond {
-		t.Errorf("second message to a chat waits %v, want about 1s", d)
-	}
-	if d := l.reserveChat(8); d > 0 {
-		t.Errorf("another chat waits %v for chat 7", d)
-	}
-	l.hold(8, 3*time.Second)
-	if d := l.reserveChat(8); d < 2900*time.Millisecond {
-		t.Errorf("after a 429 with retry_after 3, the chat waits %v", d)
-	}
-}
 
 func TestEditNotModifiedIsSuccess(t *testing.T) {
 	srv := telegramtest.NewServer(t, "1:t")
@@ -58,7 +20,7 @@ func TestEditNotModifiedIsSuccess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(Config{Token: "1:t", APIURL: srv.URL(), Service: svc, Store: nopStore{}, Limits: Limits{PerChat: time.Millisecond}})
+	b, err := New(Config{Token: "1:t", APIURL: srv.URL(), Service: svc, Store: nopStore{}, Limits: Limits{ChatRate: rate.Inf}})
 	if err != nil {
 		t.Fatal(err)
 	}

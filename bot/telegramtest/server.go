@@ -162,6 +162,8 @@ type Server struct {
 	webhookURL     string
 	webhookSecret  string
 	deliveries     []Delivery
+	now            func() time.Time // UseClock's, else time.Now
+	rates          *rateEnforcer    // nil unless EnforceRates
 }
 
 // Delivery is one attempt to post an update to the webhook.
@@ -186,6 +188,7 @@ func NewServer(t testing.TB, token string) *Server {
 		chats:        map[int64]*chat{},
 		callbacks:    map[string]bool{},
 		nextUpdateID: 1000,
+		now:          time.Now,
 	}
 	s.hs = httptest.NewServer(s)
 	s.wg.Add(1)
@@ -466,7 +469,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, map[string]any{"ok": false, "error_code": 401, "description": "Unauthorized"})
 		return
 	}
-	call := Call{Method: method, Time: time.Now()}
+	call := Call{Method: method, Time: s.clockNow()}
 	params, files, err := parseParams(r)
 	call.Params, call.Files = params, files
 	// Read the body to its end: only then does net/http watch the
@@ -481,6 +484,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		aerr = badRequest("%v", err)
 	default:
 		aerr = s.takeFault(method)
+		if aerr == nil {
+			aerr = s.enforceRates(call)
+		}
 		if aerr == nil {
 			result, aerr = s.serve(r.Context(), call)
 		}
