@@ -71,6 +71,18 @@ type Store interface {
 	UnansweredPrompts(ctx context.Context, limit int) ([]prompt.Answer, error)
 	// MarkAnswered records that a prompt's answer was delivered, or given up for good (note says why); idempotent.
 	MarkAnswered(ctx context.Context, promptID, note string) error
+
+	// The inbox: every update Telegram hands over is recorded before
+	// Telegram is told it arrived, so that a crash loses none (inbox.go).
+
+	// RecordUpdates records updates, each the JSON Telegram sent with its update_id, all or none (one transaction), and returns the IDs of those not recorded before, in the order given.
+	RecordUpdates(ctx context.Context, updates []json.RawMessage) (fresh []int64, err error)
+	// MarkHandled records that update updateID was handled (idempotent); an error wrapping prompt.ErrNotFound if it was never recorded.
+	MarkHandled(ctx context.Context, updateID int64) error
+	// UnhandledUpdates returns up to limit recorded updates not marked handled whose update_id is above after, lowest first.
+	UnhandledUpdates(ctx context.Context, after int64, limit int) ([]json.RawMessage, error)
+	// PruneUpdates deletes the updates handled more than keep ago, never an unhandled one, and returns how many.
+	PruneUpdates(ctx context.Context, keep time.Duration) (int64, error)
 }
 
 // maxResentAnswers bounds the answers a start sends again.
@@ -155,6 +167,10 @@ type Bot struct {
 	// typing stops the "typing…" loop of each prompt a worker advances.
 	typing  map[string]context.CancelFunc
 	botName string
+	// queues holds, per chat, the updates recorded and not yet handled in
+	// this process, oldest first; a chat has a queue while a goroutine
+	// drains it (inbox.go).
+	queues map[int64][]*models.Update
 }
 
 // The life of a Bot. Only Run moves it on, and only forward.
@@ -202,6 +218,7 @@ func New(cfg Config) (*Bot, error) {
 		allowed: map[int64]bool{},
 		lim:     newLimiter(cfg.Limits),
 		typing:  map[string]context.CancelFunc{},
+		queues:  map[int64][]*models.Update{},
 	}
 	for _, id := range cfg.AllowedUsers {
 		b.allowed[id] = true
@@ -210,9 +227,9 @@ func New(cfg Config) (*Bot, error) {
 		tgbot.WithSkipGetMe(),
 		tgbot.WithServerURL(cfg.APIURL),
 		tgbot.WithHTTPClient(cfg.PollTimeout, cfg.HTTPClient),
-		tgbot.WithNotAsyncHandlers(),
-		tgbot.WithDefaultHandler(b.dispatch),
-		tgbot.WithAllowedUpdates(tgbot.AllowedUpdates{"message", "callback_query"}),
+		// No handler or allowed updates: the library only sends. Its
+		// polling confirms an update before it is handled; poll.go's
+		// confirms it once it is recorded.
 		tgbot.WithErrorsHandler(func(err error) { b.log.Warn("telegram", "err", err) }),
 	)
 	if err != nil {
@@ -290,9 +307,13 @@ func (b *Bot) Run(ctx context.Context) error {
 		return fmt.Errorf("run bot: recover prompts: %w", err)
 	}
 	b.log.Info("ready", "recovered_prompts", waiting.Resumed, "answers_to_resend", len(answers))
+	// Read before updates are taken, queued as they are: each chat then
+	// handles what a crash left in the inbox before anything new.
+	left := b.unhandledUpdates(ctx)
 
 	b.mu.Lock()
 	b.state = running
+	b.queueLocked(left)
 	b.goLocked(func(ctx context.Context) { b.resendAnswers(ctx, answers) })
 	b.goLocked(func(ctx context.Context) { b.resendWaiting(ctx, pollCtx, waiting) })
 	b.mu.Unlock()
@@ -376,8 +397,9 @@ func (b *Bot) serve(ctx context.Context, username string) error {
 		b.log.Warn("command menu not registered", "err", err)
 	}
 	b.log.Info("telegram bot running", "username", username, "webhook", b.cfg.Webhook.URL != "")
+	b.goRun(func(context.Context) { b.pruneInbox(ctx) })
 	if b.cfg.Webhook.URL == "" {
-		b.tg.Start(ctx) // returns when ctx ends and its workers have stopped
+		b.poll(ctx) // returns when ctx ends
 		return nil
 	}
 	<-ctx.Done()
@@ -415,17 +437,6 @@ func (b *Bot) goRun(f func(context.Context)) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.state != recovering && b.state != running {
-		return false
-	}
-	b.goLocked(f)
-	return true
-}
-
-// goUpdate runs an update's handler if Run still takes updates.
-func (b *Bot) goUpdate(f func(context.Context)) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.state != running || b.pollCtx.Err() != nil {
 		return false
 	}
 	b.goLocked(f)
@@ -488,20 +499,15 @@ func (b *Bot) resendRequest(ctx, poll context.Context, req prompt.ApprovalReques
 	return b.sendApproval(ctx, req) == nil
 }
 
-// dispatch takes updates from the library's polling worker and handles
-// each in its own goroutine, owned by Run.
-func (b *Bot) dispatch(_ context.Context, _ *tgbot.Bot, upd *models.Update) {
-	if !b.goUpdate(func(ctx context.Context) { b.handleUpdate(ctx, upd) }) {
-		b.log.Warn("update dropped: bot stopping", "update", upd.ID)
-	}
-}
-
 const maxWebhookBody = 1 << 20
 
 // WebhookHandler serves Telegram's webhook deliveries. It checks the secret
 // header in constant time before reading the body and answers 401 to a
 // wrong or missing one; it answers 503 while Run is not serving, so that
-// Telegram delivers the update again later.
+// Telegram delivers the update again later. It answers 200 only once the
+// update is recorded in the inbox, and 500 if it could not be: Telegram
+// then delivers it again. A delivery of an update already recorded is
+// answered 200 and not handled again.
 func (b *Bot) WebhookHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got := r.Header.Get("X-Telegram-Bot-Api-Secret-Token")
@@ -529,8 +535,19 @@ func (b *Bot) WebhookHandler() http.Handler {
 			http.Error(w, "bad update", http.StatusBadRequest)
 			return
 		}
-		if !b.goUpdate(func(ctx context.Context) { b.handleUpdate(ctx, upd) }) {
+		if upd.ID <= 0 {
+			// Without it the update could not be recognised when it comes again.
+			b.log.Warn("webhook: update without update_id")
+			http.Error(w, "bad update", http.StatusBadRequest)
+			return
+		}
+		if !b.takesUpdates() {
 			http.Error(w, "not serving", http.StatusServiceUnavailable)
+			return
+		}
+		if err := b.dispatch(r.Context(), []json.RawMessage{body}, []*models.Update{upd}); err != nil {
+			b.log.Error("webhook: update not recorded; Telegram delivers it again", "update", upd.ID, "err", err)
+			http.Error(w, "not recorded", http.StatusInternalServerError)
 			return
 		}
 		w.WriteHeader(http.StatusOK)
