@@ -214,7 +214,6 @@ func (m *memStore) UnhandledUpdates(_ context.Context, after int64, limit int) (
 
 func (m *memStore) PruneUpdates(_ context.Context, keep time.Duration) (int64, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	var n int64
 	for id, r := range m.inbox {
 		if r.handled && time.Since(r.handledAt) > keep {
@@ -222,6 +221,8 @@ func (m *memStore) PruneUpdates(_ context.Context, keep time.Duration) (int64, e
 			n++
 		}
 	}
+	m.mu.Unlock()
+	m.calls.add("prune updates")
 	return n, nil
 }
 

@@ -424,6 +424,29 @@ func (s *Server) Replay(id int64) bool {
 	return true
 }
 
+// AwaitConfirmed waits up to timeout until update id is no longer queued:
+// a getUpdates offset above it (or a webhook's 2xx) confirmed it. Unlike a
+// wait for the confirming getUpdates call, which is recorded only when it
+// returns, it sees a long poll still waiting. It reports whether it was.
+func (s *Server) AwaitConfirmed(timeout time.Duration, id int64) bool {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		s.mu.Lock()
+		queued := slices.ContainsFunc(s.updates, func(u *models.Update) bool { return u.ID == id })
+		ch := s.changed
+		s.mu.Unlock()
+		if !queued {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			return false
+		}
+	}
+}
+
 // AwaitDeliveries waits up to timeout until n webhook deliveries match and
 // returns the first n, or what matched so far and false.
 func (s *Server) AwaitDeliveries(timeout time.Duration, n int, match func(Delivery) bool) ([]Delivery, bool) {
