@@ -249,8 +249,10 @@ func New(cfg Config) (*Bot, error) {
 // by that snapshot; then sends the snapshot and the requests left waiting,
 // and registers the command menu and long-polls (after deleting a stale
 // webhook) or, in webhook mode, registers the webhook and serves updates
-// through WebhookHandler. It returns after every goroutine it started has
-// stopped. Run may be called once.
+// through WebhookHandler. Updates a crash left recorded and unhandled in
+// the inbox are handled first, before any new one of their chat. It
+// returns after every goroutine it started has stopped. Run may be called
+// once.
 func (b *Bot) Run(ctx context.Context) error {
 	b.mu.Lock()
 	if b.state != notStarted {
