@@ -81,6 +81,18 @@ type Store interface {
 	MarkNotice(ctx context.Context, seq int64, note string) error
 	// HoldNotice counts a failed delivery and holds the entry, and so its conversation, until until.
 	HoldNotice(ctx context.Context, seq int64, until time.Time, note string) error
+
+	// The inbox: every update Telegram hands over is recorded before
+	// Telegram is told it arrived, so that a crash loses none (inbox.go).
+
+	// RecordUpdates records updates, each the JSON Telegram sent with its update_id, all or none (one transaction), and returns the IDs of those not recorded before, in the order given.
+	RecordUpdates(ctx context.Context, updates []json.RawMessage) (fresh []int64, err error)
+	// MarkHandled records that update updateID was handled (idempotent); an error wrapping prompt.ErrNotFound if it was never recorded.
+	MarkHandled(ctx context.Context, updateID int64) error
+	// UnhandledUpdates returns up to limit recorded updates not marked handled whose update_id is above after, lowest first.
+	UnhandledUpdates(ctx context.Context, after int64, limit int) ([]json.RawMessage, error)
+	// PruneUpdates deletes the updates handled more than keep ago, never an unhandled one, and returns how many.
+	PruneUpdates(ctx context.Context, keep time.Duration) (int64, error)
 }
 
 // Webhook selects webhook mode; an empty URL means long polling.
@@ -194,6 +206,10 @@ type Bot struct {
 	// outbox wakes the sender: something new is in the outbox, or a
 	// delivery ended.
 	outbox chan struct{}
+	// queues holds, per chat, the updates recorded and not yet handled in
+	// this process, oldest first; a chat has a queue while a goroutine
+	// drains it (inbox.go).
+	queues map[int64][]*models.Update
 }
 
 // The life of a Bot. Only Run moves it on, and only forward.
@@ -245,6 +261,7 @@ func New(cfg Config) (*Bot, error) {
 		lim:     newLimiter(cfg.Limits, cfg.Clock),
 		typing:  map[string]context.CancelFunc{},
 		outbox:  make(chan struct{}, 1),
+		queues:  map[int64][]*models.Update{},
 	}
 	for _, id := range cfg.AllowedUsers {
 		b.allowed[id] = true
@@ -253,9 +270,9 @@ func New(cfg Config) (*Bot, error) {
 		tgbot.WithSkipGetMe(),
 		tgbot.WithServerURL(cfg.APIURL),
 		tgbot.WithHTTPClient(cfg.PollTimeout, cfg.HTTPClient),
-		tgbot.WithNotAsyncHandlers(),
-		tgbot.WithDefaultHandler(b.dispatch),
-		tgbot.WithAllowedUpdates(tgbot.AllowedUpdates{"message", "callback_query"}),
+		// No handler or allowed updates: the library only sends. Its
+		// polling confirms an update before it is handled; poll.go's
+		// confirms it once it is recorded.
 		tgbot.WithErrorsHandler(func(err error) { b.log.Warn("telegram", "err", err) }),
 	)
 	if err != nil {
@@ -272,9 +289,11 @@ func New(cfg Config) (*Bot, error) {
 // request in the outbox again), starts the sender that delivers the
 // outbox, then registers the command menu and long-polls (after deleting a
 // stale webhook) or, in webhook mode, registers the webhook and serves
-// updates through WebhookHandler. Serving never waits for the outbox: a
-// press is answered while thousands of re-sends queue. It returns after
-// every goroutine it started has stopped. Run may be called once.
+// updates through WebhookHandler. Updates a crash left recorded and
+// unhandled in the inbox are handled first, before any new one of their
+// chat. Serving never waits for the outbox: a press is answered while
+// thousands of re-sends queue. It returns after every goroutine it started
+// has stopped. Run may be called once.
 func (b *Bot) Run(ctx context.Context) error {
 	b.mu.Lock()
 	if b.state != notStarted {
@@ -318,9 +337,13 @@ func (b *Bot) Run(ctx context.Context) error {
 		return fmt.Errorf("run bot: recover prompts: %w", err)
 	}
 	b.log.Info("ready", "recovered_prompts", rec.Resumed, "requests_resent", rec.Resent)
+	// Read before updates are taken, queued as they are: each chat then
+	// handles what a crash left in the inbox before anything new.
+	left := b.unhandledUpdates(ctx)
 
 	b.mu.Lock()
 	b.state = running
+	b.queueLocked(left)
 	b.goLocked(b.deliver)
 	b.mu.Unlock()
 	b.wakeSender()
@@ -404,8 +427,9 @@ func (b *Bot) serve(ctx context.Context, username string) error {
 		b.log.Warn("command menu not registered", "err", err)
 	}
 	b.log.Info("telegram bot running", "username", username, "webhook", b.cfg.Webhook.URL != "")
+	b.goRun(func(context.Context) { b.pruneInbox(ctx) })
 	if b.cfg.Webhook.URL == "" {
-		b.tg.Start(ctx) // returns when ctx ends and its workers have stopped
+		b.poll(ctx) // returns when ctx ends
 		return nil
 	}
 	<-ctx.Done()
@@ -449,31 +473,15 @@ func (b *Bot) goRun(f func(context.Context)) bool {
 	return true
 }
 
-// goUpdate runs an update's handler if Run still takes updates.
-func (b *Bot) goUpdate(f func(context.Context)) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.state != running || b.pollCtx.Err() != nil {
-		return false
-	}
-	b.goLocked(f)
-	return true
-}
-
-// dispatch takes updates from the library's polling worker and handles
-// each in its own goroutine, owned by Run.
-func (b *Bot) dispatch(_ context.Context, _ *tgbot.Bot, upd *models.Update) {
-	if !b.goUpdate(func(ctx context.Context) { b.handleUpdate(ctx, upd) }) {
-		b.log.Warn("update dropped: bot stopping", "update", upd.ID)
-	}
-}
-
 const maxWebhookBody = 1 << 20
 
 // WebhookHandler serves Telegram's webhook deliveries. It checks the secret
 // header in constant time before reading the body and answers 401 to a
 // wrong or missing one; it answers 503 while Run is not serving, so that
-// Telegram delivers the update again later.
+// Telegram delivers the update again later. It answers 200 only once the
+// update is recorded in the inbox, and 500 if it could not be: Telegram
+// then delivers it again. A delivery of an update already recorded is
+// answered 200 and not handled again.
 func (b *Bot) WebhookHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got := r.Header.Get("X-Telegram-Bot-Api-Secret-Token")
@@ -501,8 +509,19 @@ func (b *Bot) WebhookHandler() http.Handler {
 			http.Error(w, "bad update", http.StatusBadRequest)
 			return
 		}
-		if !b.goUpdate(func(ctx context.Context) { b.handleUpdate(ctx, upd) }) {
+		if upd.ID <= 0 {
+			// Without it the update could not be recognised when it comes again.
+			b.log.Warn("webhook: update without update_id")
+			http.Error(w, "bad update", http.StatusBadRequest)
+			return
+		}
+		if !b.takesUpdates() {
 			http.Error(w, "not serving", http.StatusServiceUnavailable)
+			return
+		}
+		if err := b.dispatch(r.Context(), []json.RawMessage{body}, []*models.Update{upd}); err != nil {
+			b.log.Error("webhook: update not recorded; Telegram delivers it again", "update", upd.ID, "err", err)
+			http.Error(w, "not recorded", http.StatusInternalServerError)
 			return
 		}
 		w.WriteHeader(http.StatusOK)

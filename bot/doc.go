@@ -8,9 +8,12 @@
 //
 // # Concurrency and ordering
 //
-// A Bot is safe for concurrent use. Each update is handled in its own
-// goroutine, so presses and messages race: decisions rely on the service's
-// compare-and-set, so a double tap decides once. Events from the service
+// A Bot is safe for concurrent use. Every update is recorded in the
+// store's inbox before Telegram is told it arrived (the bot long-polls
+// getUpdates itself for that), so a crash loses none and a redelivery is
+// handled once. Updates of one chat are handled one after the other, in
+// order; chats do not wait for each other. Decisions still rely on the
+// service's compare-and-set, so a double tap decides once. Events from the service
 // (approval requested, prompt ended, worker activity) are handed to
 // goroutines of the bot. Run starts the service's work itself, by calling
 // its Recover after taking the answers a crash left undelivered, so an

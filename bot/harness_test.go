@@ -3,6 +3,7 @@ package bot_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -41,11 +42,25 @@ type memStore struct {
 	approvals map[string][]int // approval → message IDs
 	chatOf    map[string]int64 // approval → chat
 	byMessage map[[2]int64]string
+	inbox     map[int64]*inboxRow
+	// recordHook, if set, runs before each RecordUpdates: an error fails
+	// the recording. afterRecord, if set, runs after one succeeded, before
+	// it returns. Set them before the bot starts.
+	recordHook  func(ctx context.Context, ups []json.RawMessage) error
+	afterRecord func(fresh []int64)
+}
+
+// inboxRow is an update in memStore's inbox.
+type inboxRow struct {
+	body      json.RawMessage
+	handled   bool
+	handledAt time.Time
+	handles   int // times marked handled: a handler ran to its end
 }
 
 func newMemStore(prompts *prompttest.Store, calls *callLog) *memStore {
 	return &memStore{prompts: prompts, calls: calls, chats: map[string]int64{}, approvals: map[string][]int{}, chatOf: map[string]int64{},
-		byMessage: map[[2]int64]string{}}
+		byMessage: map[[2]int64]string{}, inbox: map[int64]*inboxRow{}}
 }
 
 func (m *memStore) SaveChat(_ context.Context, conv string, chat int64) error {
@@ -106,6 +121,105 @@ func (m *memStore) DueNotices(ctx context.Context, now time.Time, limit int) ([]
 
 func (m *memStore) NextNoticeAt(ctx context.Context) (time.Time, bool, error) {
 	return m.prompts.NextNoticeAt(ctx)
+}
+
+// RecordUpdates records what is not recorded yet, all or none, as the
+// database does.
+func (m *memStore) RecordUpdates(ctx context.Context, ups []json.RawMessage) ([]int64, error) {
+	if m.recordHook != nil {
+		if err := m.recordHook(ctx, ups); err != nil {
+			return nil, err
+		}
+	}
+	ids := make([]int64, len(ups))
+	for i, u := range ups {
+		var head struct {
+			ID int64 `json:"update_id"`
+		}
+		if err := json.Unmarshal(u, &head); err != nil || head.ID <= 0 {
+			return nil, fmt.Errorf("record updates: update %d has no update_id (%v)", i, err)
+		}
+		ids[i] = head.ID
+	}
+	m.mu.Lock()
+	var fresh []int64
+	for i, id := range ids {
+		if _, ok := m.inbox[id]; !ok {
+			m.inbox[id] = &inboxRow{body: slices.Clone(ups[i])}
+			fresh = append(fresh, id)
+		}
+	}
+	m.mu.Unlock()
+	m.calls.add("record updates")
+	if m.afterRecord != nil {
+		m.afterRecord(fresh)
+	}
+	return fresh, nil
+}
+
+func (m *memStore) MarkHandled(_ context.Context, id int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.inbox[id]
+	if !ok {
+		return fmt.Errorf("mark update %d handled: %w", id, prompt.ErrNotFound)
+	}
+	r.handles++
+	if !r.handled {
+		r.handled, r.handledAt = true, time.Now()
+	}
+	return nil
+}
+
+func (m *memStore) UnhandledUpdates(_ context.Context, after int64, limit int) ([]json.RawMessage, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var ids []int64
+	for id, r := range m.inbox {
+		if !r.handled && id > after {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	var out []json.RawMessage
+	for _, id := range ids[:min(limit, len(ids))] {
+		out = append(out, m.inbox[id].body)
+	}
+	return out, nil
+}
+
+func (m *memStore) PruneUpdates(_ context.Context, keep time.Duration) (int64, error) {
+	m.mu.Lock()
+	var n int64
+	for id, r := range m.inbox {
+		if r.handled && time.Since(r.handledAt) > keep {
+			delete(m.inbox, id)
+			n++
+		}
+	}
+	m.mu.Unlock()
+	m.calls.add("prune updates")
+	return n, nil
+}
+
+// putUpdate records an update as a crash left it: handled or not, and
+// handled when.
+func (m *memStore) putUpdate(id int64, body json.RawMessage, handledAt time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.inbox[id] = &inboxRow{body: body, handled: !handledAt.IsZero(), handledAt: handledAt}
+}
+
+// updateState returns whether update id is recorded, whether handled, and
+// how many times a handler marked it so.
+func (m *memStore) updateState(id int64) (recorded, handled bool, handles int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.inbox[id]
+	if !ok {
+		return false, false, 0
+	}
+	return true, r.handled, r.handles
 }
 
 func (m *memStore) MarkNotice(ctx context.Context, seq int64, note string) error {

@@ -141,39 +141,37 @@ func TestOtherDeleteWebhookFailuresStopRun(t *testing.T) {
 }
 
 func TestCopySentWhileAnotherIsPressedIsClosedAtOnce(t *testing.T) {
-	hs := &hookStore{}
-	h := newHarness(t, lsThenAnswer("done"), withHookStore(hs))
-	h.start()
-	h.srv.UserMessage(alice.ID, alice, "list")
-	first, approve, _ := h.approvalMessage(1)
+	first := newHarness(t, []prompttest.Step{prompttest.Calls(prompttest.Call("c1", "shell.run", `{"cmd":"ls"}`))})
+	first.start()
+	first.srv.UserMessage(alice.ID, alice, "list")
+	old, approve, _ := first.approvalMessage(1)
 
-	// The /pending copy is on its way (sent, not yet recorded) when Alice
-	// presses the first copy and that press has edited what it knew of.
-	type pressed struct {
-		cb string
-		ok bool
-	}
+	// A start re-sends the waiting request; that copy is on its way (sent,
+	// not yet recorded) when Alice presses the first copy. The decision's
+	// edit waits behind the copy in the chat's outbox; the copy, once
+	// recorded, finds the request decided and closes every copy at once.
+	hs := &hookStore{}
+	h := first.restart([]prompttest.Step{prompttest.Answer("done")}, withHookStore(hs))
+	type pressed struct{ cb string }
 	press := make(chan pressed, 1)
 	hs.setHook(func(_ context.Context, _ string, _ int64, _ int) bool {
-		cb := h.srv.Press(alice.ID, alice, first.ID, approve)
-		_, ok := h.srv.Await(wait, 1, telegramtest.Method("editMessageText", telegramtest.Succeeded, messageID(first.ID)))
-		press <- pressed{cb, ok}
+		cb := h.srv.Press(alice.ID, alice, old.ID, approve)
+		// The press is decided before this copy's record goes on.
+		h.srv.WaitCall(t, wait, telegramtest.Method("answerCallbackQuery", func(c telegramtest.Call) bool { return c.Param("callback_query_id") == cb }))
+		press <- pressed{cb}
 		return false
 	})
-	h.srv.UserMessage(alice.ID, alice, "/pending")
+	h.start()
 	var p pressed
 	select {
 	case p = <-press:
 	case <-time.After(wait):
-		t.Fatal("the /pending copy was never recorded")
-	}
-	if !p.ok {
-		t.Fatal("the press did not edit the first copy")
+		t.Fatal("the re-sent copy was never recorded")
 	}
 	h.waitAnswer(p.cb, "Approved")
 	second, _ := keyboardMessage(t, h.srv, 2)
 	h.srv.WaitCall(t, wait, telegramtest.Method("editMessageText", telegramtest.Succeeded, messageID(second.ID)))
-	mustBeClosed(t, h.srv, alice.ID, first.ID, "Approved by Alice (111)")
+	mustBeClosed(t, h.srv, alice.ID, old.ID, "Approved by Alice (111)")
 	mustBeClosed(t, h.srv, alice.ID, second.ID, "Approved by Alice (111)")
 	h.srv.WaitCall(t, wait, telegramtest.Method("sendMessage", telegramtest.Succeeded, textHas("done")))
 	if n := h.ran.Load(); n != 1 {

@@ -95,3 +95,14 @@ func inUTC(p *prompt.Prompt) *prompt.Prompt {
 	}
 	return q
 }
+
+// reopen opens the database at path again, closed at the end of the test.
+func reopen(t testing.TB, path string) *store.DB {
+	t.Helper()
+	db, err := store.Open(context.Background(), path)
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}

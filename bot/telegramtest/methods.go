@@ -106,6 +106,7 @@ func (s *Server) getUpdates(ctx context.Context, c Call) (any, *apiError) {
 	defer deadline.Stop()
 	for {
 		s.mu.Lock()
+		before := len(s.updates)
 		// An offset confirms every update below it, as Telegram forgets them;
 		// a negative one keeps only the last -offset.
 		switch {
@@ -130,6 +131,9 @@ func (s *Server) getUpdates(ctx context.Context, c Call) (any, *apiError) {
 			}
 		}
 		s.updates = kept
+		if len(kept) != before {
+			s.notifyLocked() // for AwaitConfirmed, while this call still waits
+		}
 		ch := s.changed
 		s.mu.Unlock()
 		if len(out) > 0 {

@@ -150,7 +150,8 @@ type Server struct {
 	changed        chan struct{} // closed and replaced on every change
 	calls          []Call
 	faults         map[string][]Fault
-	updates        []*models.Update // not yet confirmed
+	updates        []*models.Update         // not yet confirmed, by update_id
+	sent           map[int64]*models.Update // every update queued, for Replay
 	nextUpdateID   int64
 	allowedUpdates []string
 	poller         chan struct{} // closed to end the running getUpdates
@@ -187,6 +188,7 @@ func NewServer(t testing.TB, token string) *Server {
 		faults:       map[string][]Fault{},
 		chats:        map[int64]*chat{},
 		callbacks:    map[string]bool{},
+		sent:         map[int64]*models.Update{},
 		nextUpdateID: 1000,
 		now:          time.Now,
 	}
@@ -384,7 +386,94 @@ func (s *Server) pushLocked(u *models.Update) {
 	s.nextUpdateID++
 	u.ID = s.nextUpdateID
 	s.updates = append(s.updates, u)
+	s.sent[u.ID] = u
 	s.notifyLocked()
+}
+
+// Queued returns the updates not yet confirmed (by a getUpdates offset
+// above them, or a webhook's 2xx), oldest first: what Telegram would
+// deliver again.
+func (s *Server) Queued() []models.Update {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]models.Update, 0, len(s.updates))
+	for _, u := range s.updates {
+		out = append(out, *u)
+	}
+	return out
+}
+
+// Replay queues update id again, with its update_id, in update_id order,
+// as Telegram does when it did not learn that a delivery arrived: a
+// webhook answer lost on its way back, say. A poller's next offset above
+// id forgets it again, as Telegram forgets every update below the offset.
+// It reports false if no such update was ever queued.
+func (s *Server) Replay(id int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, ok := s.sent[id]
+	if !ok {
+		return false
+	}
+	i := 0
+	for i < len(s.updates) && s.updates[i].ID < id {
+		i++
+	}
+	if i < len(s.updates) && s.updates[i].ID == id {
+		return true // still queued
+	}
+	s.updates = slices.Insert(s.updates, i, u)
+	s.notifyLocked()
+	return true
+}
+
+// AwaitConfirmed waits up to timeout until update id is no longer queued:
+// a getUpdates offset above it (or a webhook's 2xx) confirmed it. Unlike a
+// wait for the confirming getUpdates call, which is recorded only when it
+// returns, it sees a long poll still waiting. It reports whether it was.
+func (s *Server) AwaitConfirmed(timeout time.Duration, id int64) bool {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		s.mu.Lock()
+		queued := slices.ContainsFunc(s.updates, func(u *models.Update) bool { return u.ID == id })
+		ch := s.changed
+		s.mu.Unlock()
+		if !queued {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			return false
+		}
+	}
+}
+
+// AwaitDeliveries waits up to timeout until n webhook deliveries match and
+// returns the first n, or what matched so far and false.
+func (s *Server) AwaitDeliveries(timeout time.Duration, n int, match func(Delivery) bool) ([]Delivery, bool) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		s.mu.Lock()
+		var out []Delivery
+		for _, d := range s.deliveries {
+			if match(d) {
+				out = append(out, d)
+			}
+		}
+		ch := s.changed
+		s.mu.Unlock()
+		if len(out) >= n {
+			return out[:n], true
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			return out, false
+		}
+	}
 }
 
 // UserMessage makes user from send text to chat chatID (a private chat when
