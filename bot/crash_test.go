@@ -28,7 +28,7 @@ const (
 	crashAPI   = "BOT_CRASH_API_URL"
 	crashDB    = "BOT_CRASH_DB"
 	crashPoint = "BOT_CRASH_POINT" // "record" (default), "decide" or "answer"
-	crashLimit = 30 * time.Second // a child that does not die by then fails
+	crashLimit = 30 * time.Second  // a child that does not die by then fails
 )
 
 func TestMain(m *testing.M) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-telegram/bot/models"
 
+	"tollgate/bot"
 	"tollgate/bot/telegramtest"
 	"tollgate/prompt"
 	"tollgate/prompt/prompttest"
@@ -206,5 +207,65 @@ func TestRestartEditsADecidedRequestThatACrashKeptOpen(t *testing.T) {
 	mustBeClosed(t, second.srv, alice.ID, msg.ID, "Approved by Alice (111)")
 	if n := second.ran.Load() + first.ran.Load(); n != 1 {
 		t.Errorf("tool ran %d times, want 1", n)
+	}
+}
+
+// TestServingDoesNotWaitForResends: a start that owes 1,000 chats their
+// waiting requests again, at Telegram's real pace (about 30 messages a
+// second), still answers a press at once and shows a new chat its request
+// before all but a few of the re-sends: they queue behind live chats.
+func TestServingDoesNotWaitForResends(t *testing.T) {
+	const n = 1000
+	model := prompt.ModelFunc(func(_ context.Context, req prompt.Request) (prompt.Response, error) {
+		if last := req.Messages[len(req.Messages)-1]; last.Role == prompt.RoleUser && last.Text == "list" {
+			return prompt.Response{ToolCalls: []prompt.ToolCall{{ID: "c1", Name: "shell.run", Arguments: `{"cmd":"ls"}`}}}, nil
+		}
+		return prompt.Response{Text: "ok"}, nil
+	})
+	h := newHarness(t, nil, func(c *config) {
+		c.svc.Model = model
+		// Telegram's own limits, and a short drain: the test stops with
+		// most re-sends still queued.
+		c.Limits = bot.Limits{Backoff: 10 * time.Millisecond, Typing: time.Second, Drain: 100 * time.Millisecond}
+	})
+	base := time.Now().Add(-time.Hour)
+	for i := range n {
+		user := models.User{ID: int64(1000 + i), FirstName: fmt.Sprintf("User%d", i)}
+		h.knownChat(user)
+		h.savePrompt(waitingPrompt(i, fmt.Sprintf("tg:%d", user.ID), base))
+	}
+	// A copy of chat 1000's request, shown before the restart.
+	const oldCopy = 77
+	if err := h.store.AddApprovalMessage(context.Background(), waitingApproval(0), 1000, oldCopy); err != nil {
+		t.Fatal(err)
+	}
+	isResend := func(c telegramtest.Call) bool { return c.Int("chat_id") >= 1000 && hasKeyboard(c) }
+	h.start()
+	cb := h.srv.Press(1000, alice, oldCopy, "a:"+waitingApproval(0))
+	h.srv.UserMessage(alice.ID, alice, "list")
+	answered := h.srv.WaitCall(t, wait, telegramtest.Method("answerCallbackQuery", func(c telegramtest.Call) bool {
+		return c.Param("callback_query_id") == cb
+	}))
+	request := h.srv.WaitCall(t, wait, telegramtest.Method("sendMessage", telegramtest.Succeeded, hasKeyboard, toChat(alice.ID)))
+	h.stop()
+
+	before := func(c telegramtest.Call) int {
+		return len(h.srv.Calls(telegramtest.Method("sendMessage", isResend, func(r telegramtest.Call) bool { return r.Time.Before(c.Time) })))
+	}
+	total := len(h.srv.Calls(telegramtest.Method("sendMessage", isResend)))
+	if total >= n {
+		t.Fatalf("all %d re-sends went out before the test stopped: it proves nothing", total)
+	}
+	t.Logf("re-sends before the press's answer: %d, before the new request: %d, in all: %d",
+		before(answered), before(request), total)
+	// 60 re-sends is two seconds of Telegram's overall limit.
+	if k := before(answered); k > 60 {
+		t.Errorf("the press was answered after %d re-sends", k)
+	}
+	if k := before(request); k > 60 {
+		t.Errorf("the new chat's request went out after %d re-sends", k)
+	}
+	if answered.Param("text") != "Approved" {
+		t.Errorf("press answered %q", answered.Param("text"))
 	}
 }
