@@ -310,6 +310,7 @@ func (b *Bot) handleCallback(ctx context.Context, q *models.CallbackQuery) {
 		return
 	}
 	approve, id := parts[1] == "a", parts[2]
+	unrecorded := false
 	switch shown, err := b.cfg.Store.ApprovalByMessage(ctx, chat, msgID); {
 	case err == nil && shown != id:
 		b.log.Warn("press with data of another approval", "chat", chat, "message", msgID)
@@ -318,6 +319,7 @@ func (b *Bot) handleCallback(ctx context.Context, q *models.CallbackQuery) {
 	case errors.Is(err, prompt.ErrNotFound):
 		// A copy not (yet) recorded still counts if the approval belongs
 		// to this chat: pending in its conversation, or shown in it.
+		unrecorded = true
 		if b.pendingRequest(ctx, chat, id) == nil {
 			c, _, err := b.cfg.Store.ApprovalMessages(ctx, id)
 			if err != nil || c != chat {
@@ -331,7 +333,7 @@ func (b *Bot) handleCallback(ctx context.Context, q *models.CallbackQuery) {
 		return
 	}
 	by := who(q.From)
-	if pressed != nil {
+	if pressed != nil && unrecorded {
 		// Before the decision, whose notice edits every recorded copy.
 		b.recordPressed(ctx, id, pressed)
 	}
