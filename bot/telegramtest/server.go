@@ -250,16 +250,17 @@ func (s *Server) Calls(match func(Call) bool) []Call {
 // or what matched so far and false. Unlike WaitCalls it may be called from
 // any goroutine.
 func (s *Server) Await(timeout time.Duration, n int, match func(Call) bool) ([]Call, bool) {
+	return awaitN(s, timeout, n, func() []Call { return filter(s.calls, match) })
+}
+
+// awaitN waits up to timeout until collect, run with s.mu held, finds n
+// items, and returns the first n, or what it found so far and false.
+func awaitN[T any](s *Server, timeout time.Duration, n int, collect func() []T) ([]T, bool) {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
 		s.mu.Lock()
-		var out []Call
-		for _, c := range s.calls {
-			if match(c) {
-				out = append(out, c)
-			}
-		}
+		out := collect()
 		ch := s.changed
 		s.mu.Unlock()
 		if len(out) >= n {
@@ -271,6 +272,16 @@ func (s *Server) Await(timeout time.Duration, n int, match func(Call) bool) ([]C
 			return out, false
 		}
 	}
+}
+
+func filter[T any](all []T, match func(T) bool) []T {
+	var out []T
+	for _, x := range all {
+		if match(x) {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // WaitCalls waits until n calls match, and returns the first n; it fails
@@ -453,27 +464,7 @@ func (s *Server) AwaitConfirmed(timeout time.Duration, id int64) bool {
 // AwaitDeliveries waits up to timeout until n webhook deliveries match and
 // returns the first n, or what matched so far and false.
 func (s *Server) AwaitDeliveries(timeout time.Duration, n int, match func(Delivery) bool) ([]Delivery, bool) {
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for {
-		s.mu.Lock()
-		var out []Delivery
-		for _, d := range s.deliveries {
-			if match(d) {
-				out = append(out, d)
-			}
-		}
-		ch := s.changed
-		s.mu.Unlock()
-		if len(out) >= n {
-			return out[:n], true
-		}
-		select {
-		case <-ch:
-		case <-deadline.C:
-			return out, false
-		}
-	}
+	return awaitN(s, timeout, n, func() []Delivery { return filter(s.deliveries, match) })
 }
 
 // UserMessage makes user from send text to chat chatID (a private chat when
