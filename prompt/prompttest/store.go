@@ -314,12 +314,19 @@ func (m *Store) NextNoticeAt(context.Context) (time.Time, bool, error) {
 func (m *Store) MarkNotice(_ context.Context, seq int64, note string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if seq < 1 || int(seq) > len(m.outbox) {
-		return fmt.Errorf("outbox entry %d: %w", seq, prompt.ErrNotFound)
+	e, err := m.entryLocked(seq)
+	if err != nil {
+		return err
 	}
-	e := m.outbox[seq-1]
 	e.done, e.note = true, note
 	return nil
+}
+
+func (m *Store) entryLocked(seq int64) (*entry, error) {
+	if seq < 1 || int(seq) > len(m.outbox) {
+		return nil, fmt.Errorf("outbox entry %d: %w", seq, prompt.ErrNotFound)
+	}
+	return m.outbox[seq-1], nil
 }
 
 // HoldNotice counts a failed delivery of entry seq and holds it, and so its
@@ -327,10 +334,10 @@ func (m *Store) MarkNotice(_ context.Context, seq int64, note string) error {
 func (m *Store) HoldNotice(_ context.Context, seq int64, until time.Time, note string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if seq < 1 || int(seq) > len(m.outbox) {
-		return fmt.Errorf("outbox entry %d: %w", seq, prompt.ErrNotFound)
+	e, err := m.entryLocked(seq)
+	if err != nil {
+		return err
 	}
-	e := m.outbox[seq-1]
 	e.heldTo, e.note = until, note
 	e.Attempts++
 	return nil
