@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/time/rate"
 
 	"tollgate/bot/telegramtest"
 	"tollgate/prompt/prompttest"
@@ -89,18 +88,3 @@ func TestRequestThatCannotBeSentStaysPendingAndPendingResends(t *testing.T) {
 	h.srv.WaitCall(t, wait, telegramtest.Method("sendMessage", telegramtest.Succeeded, textHas("done")))
 }
 
-func TestSendsToOneChatArePaced(t *testing.T) {
-	const gap = 40 * time.Millisecond
-	// Burst 1: every message after the first waits its turn.
-	h := newHarness(t, nil, func(c *config) { c.Limits.ChatRate, c.Limits.ChatBurst = rate.Every(gap), 1 })
-	h.start()
-	for range 4 {
-		h.srv.UserMessage(alice.ID, alice, "/help")
-	}
-	calls := h.srv.WaitCalls(t, wait, 4, telegramtest.Method("sendMessage", telegramtest.Succeeded))
-	for i := 1; i < len(calls); i++ {
-		if d := calls[i].Time.Sub(calls[i-1].Time); d < gap-5*time.Millisecond {
-			t.Errorf("messages %d and %d to one chat %v apart, want ≥ %v", i-1, i, d, gap)
-		}
-	}
-}
