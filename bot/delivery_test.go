@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-
 	"tollgate/bot/telegramtest"
 	"tollgate/prompt/prompttest"
 )
@@ -87,4 +86,3 @@ func TestRequestThatCannotBeSentStaysPendingAndPendingResends(t *testing.T) {
 	h.waitAnswer(cb, "Approved")
 	h.srv.WaitCall(t, wait, telegramtest.Method("sendMessage", telegramtest.Succeeded, textHas("done")))
 }
-
