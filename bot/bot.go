@@ -25,9 +25,11 @@ import (
 // satisfies it. Everything it returns is a value: the bot keeps no handle
 // on a prompt, and asks the service (which asks its store) each time.
 type Service interface {
-	// Create starts a prompt. Returns prompt.ErrBusy if the conversation has
-	// one running or waiting, prompt.ErrClosed during shutdown.
-	Create(ctx context.Context, conversationID, input string) (prompt.Created, error)
+	// CreateOnce starts a prompt for the message key names. Returns
+	// prompt.ErrExists if that message started one already (it was handed
+	// over again after a crash), prompt.ErrBusy if the conversation has one
+	// running or waiting, prompt.ErrClosed during shutdown.
+	CreateOnce(ctx context.Context, conversationID, key, input string) (prompt.Created, error)
 	// Active returns where the conversation's running or waiting prompt
 	// stands, or prompt.ErrNotFound if it has none.
 	Active(ctx context.Context, conversationID string) (prompt.Status, error)

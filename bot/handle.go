@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"slices"
 	"strings"
 
@@ -80,8 +81,12 @@ func (b *Bot) handleMessage(ctx context.Context, m *models.Message) {
 			b.log.Error("find approval of a replied message", "chat", chat, "err", err)
 		}
 	}
-	created, err := b.cfg.Service.Create(ctx, conv, m.Text)
+	created, err := b.cfg.Service.CreateOnce(ctx, conv, strconv.Itoa(m.ID), m.Text)
 	switch {
+	case errors.Is(err, prompt.ErrExists):
+		// Handled before a crash kept the inbox from saying so: the
+		// agent works (or worked) on it already.
+		b.log.Info("message already taken", "chat", chat, "message", m.ID)
 	case err == nil && created.Position > 0:
 		// Typing shows once a worker takes it; until then, say why not.
 		b.note(ctx, chat, m.ID, fmt.Sprintf("Many requests right now: yours is number %d in line. I will start on it as soon as I can.", created.Position))

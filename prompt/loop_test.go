@@ -474,3 +474,28 @@ func TestPromptRoundTripsThroughJSON(t *testing.T) {
 		t.Fatalf("pending request = %+v, %v; want %+v", got, ok, req)
 	}
 }
+
+// A message handed over twice (a crash between taking it and recording
+// that it was handled) starts the agent once.
+func TestCreateOnceStartsAMessageOnce(t *testing.T) {
+	h := newHarness(t, opts{}, prompttest.Answer("done"))
+	ctx := context.Background()
+	first, err := h.svc.CreateOnce(ctx, "conv-1", "msg-7", "go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.endAs(first.PromptID, prompt.StateCompleted)
+	if _, err := h.svc.CreateOnce(ctx, "conv-1", "msg-7", "go"); !errors.Is(err, prompt.ErrExists) {
+		t.Fatalf("second create of one message: %v, want ErrExists", err)
+	}
+	if n := len(h.script.Requests()); n != 1 {
+		t.Fatalf("model asked %d times, want once", n)
+	}
+	other, err := h.svc.CreateOnce(ctx, "conv-1", "msg-8", "again")
+	if err != nil || other.PromptID == first.PromptID {
+		t.Fatalf("another message: %+v, %v", other, err)
+	}
+	if _, err := h.svc.CreateOnce(ctx, "conv-2", "msg-7", "elsewhere"); err != nil && !errors.Is(err, prompt.ErrBusy) {
+		t.Fatalf("the same key in another conversation: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package prompt
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base32"
 	"errors"
 	"fmt"
@@ -171,6 +172,21 @@ func (s *Service) OnActivity(f func(context.Context, Activity)) { s.onActivity.a
 // shutdown. A prompt saved just as Close began is not started: it stays
 // running in the store and the next start's Recover resumes it.
 func (s *Service) Create(ctx context.Context, conversationID, input string) (Created, error) {
+	return s.create(ctx, "p_"+randomID(10), conversationID, input)
+}
+
+// CreateOnce is Create for an input that may be handed over more than
+// once: key names it within the conversation (a chat message's ID, say),
+// and a second CreateOnce with the same key creates nothing and returns
+// ErrExists, whatever became of the first prompt. A crash between taking
+// a message and recording that it was handled then cannot run the agent
+// on it twice.
+func (s *Service) CreateOnce(ctx context.Context, conversationID, key, input string) (Created, error) {
+	sum := sha256.Sum256([]byte(conversationID + "\x00" + key))
+	return s.create(ctx, "p_"+idEncoding.EncodeToString(sum[:10]), conversationID, input)
+}
+
+func (s *Service) create(ctx context.Context, id, conversationID, input string) (Created, error) {
 	s.mu.Lock()
 	closing := s.closing
 	s.mu.Unlock()
@@ -179,7 +195,7 @@ func (s *Service) Create(ctx context.Context, conversationID, input string) (Cre
 	}
 	now := s.now()
 	p := &Prompt{
-		ID:             "p_" + randomID(10),
+		ID:             id,
 		ConversationID: conversationID,
 		State:          StateRunning,
 		Input:          input,

@@ -17,6 +17,8 @@ var (
 	ErrBusy = errors.New("conversation busy")
 	// ErrClosed means the service is shutting down and takes no new work.
 	ErrClosed = errors.New("service closed")
+	// ErrExists means a prompt with that ID was created already.
+	ErrExists = errors.New("already exists")
 	// ErrConflict means a save lost its compare-and-set: the stored prompt
 	// is no longer at the revision the save started from, because someone
 	// else (a decision, a cancel, another process) moved it on.
@@ -56,8 +58,9 @@ type Cursor struct {
 // compare-and-set on the stored revision. Implementations must be safe for
 // concurrent use and must not keep the *Prompt they are given.
 type Store interface {
-	// CreatePrompt inserts p, a new running prompt. Returns ErrBusy if
-	// p's conversation already has a prompt running or waiting.
+	// CreatePrompt inserts p, a new running prompt. Returns ErrExists if
+	// a prompt with p's ID exists (checked first), ErrBusy if p's
+	// conversation already has a prompt running or waiting.
 	CreatePrompt(ctx context.Context, p *Prompt) error
 	// LoadPrompt returns prompt id with the approvals of its calls, or
 	// ErrNotFound.

@@ -33,6 +33,13 @@ func (db *DB) CreatePrompt(ctx context.Context, p *prompt.Prompt) error {
 }
 
 func (db *DB) createPrompt(ctx context.Context, tx *sql.Tx, p *prompt.Prompt) error {
+	var rev int64
+	switch err := tx.StmtContext(ctx, db.stmt.rev).QueryRowContext(ctx, p.ID).Scan(&rev); {
+	case err == nil:
+		return prompt.ErrExists
+	case !errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("look for prompt: %w", err)
+	}
 	_, err := tx.StmtContext(ctx, db.stmt.insertPrompt).ExecContext(ctx,
 		p.ID, p.ConversationID, string(p.State), p.Input, p.Error, p.Turns, p.CancelledBy, p.Rev,
 		formatTime(p.CreatedAt), formatTime(p.UpdatedAt))

@@ -72,6 +72,9 @@ func TestCreatePromptRefusesASecondUnfinishedPromptInAConversation(t *testing.T)
 	if err := db.CreatePrompt(ctx, p); err != nil {
 		t.Fatal(err)
 	}
+	if err := db.CreatePrompt(ctx, p); !errors.Is(err, prompt.ErrExists) {
+		t.Fatalf("the same prompt again: %v, want ErrExists (not ErrBusy)", err)
+	}
 	second := &prompt.Prompt{ID: "p2", ConversationID: "c", State: prompt.StateRunning, Input: "again", Rev: 1, CreatedAt: t0, UpdatedAt: t0}
 	if err := db.CreatePrompt(ctx, second); !errors.Is(err, prompt.ErrBusy) {
 		t.Fatalf("second prompt: %v, want ErrBusy", err)

@@ -55,7 +55,7 @@ func (m *Store) CreatePrompt(_ context.Context, p *prompt.Prompt) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.prompts[p.ID]; ok {
-		return fmt.Errorf("create prompt %s: exists", p.ID)
+		return fmt.Errorf("create prompt %s: %w", p.ID, prompt.ErrExists)
 	}
 	if m.activeLocked(p.ConversationID) != nil {
 		return fmt.Errorf("create prompt in %s: %w", p.ConversationID, prompt.ErrBusy)
