@@ -32,6 +32,10 @@ var (
 	invalidHost          = refuse("not a valid host name")
 	notAHostName         = refuse("not a host name")
 	cannotHaveHostVerdit = refuse("has no host")
+	notCanonical         = refuse
+	metadataName         = refuse("instance-metadata service")
+	spellsAddr           = refuse("spells the address")
+	noDot                = refuse("has no dot")
 )
 
 func toolByName(t *testing.T, f *Fetcher, name string) *prompt.Tool {
@@ -174,11 +178,54 @@ func TestHostileDomains(t *testing.T) {
 		domain string
 		want   verdict
 	}{
-		{"example.com", verdict{}},
-		{"EXAMPLE.COM.", verdict{}},
-		{"*.example.com", verdict{}},
-		{"user.github.io", verdict{}},
-		{"bücher.de", verdict{}},
+		{"example.com", approve("Add example.com to")},
+		{"EXAMPLE.COM.", approve("Add example.com to")},
+		{"*.example.com", approve("Add *.example.com (every subdomain of example.com, not example.com itself)")},
+		{"user.github.io", approve("Add user.github.io to")},
+		// The approval names what is stored, in Unicode and punycode.
+		{"bücher.de", approve("Add bücher.de (xn--bcher-kva.de) to")},
+		{"BÜCHER.de", approve("Add bücher.de (xn--bcher-kva.de) to")},
+		{"xn--bcher-kva.de", approve("Add bücher.de (xn--bcher-kva.de) to")},
+		{"*.bücher.de", approve("Add *.bücher.de (*.xn--bcher-kva.de)")},
+		{"exаmple.com", approve("Add exаmple.com (xn--exmple-4nf.com) to")}, // Cyrillic а
+		// Written other than as stored: refused, never folded silently.
+		{" example.com", notCanonical(`send "example.com" exactly`)},
+		{"example.com" + strings.Repeat(" ", 4000), notCanonical(`send "example.com" exactly`)},
+		{"example.com\n", notCanonical(`send "example.com" exactly`)},
+		{"ｅxample.com", notCanonical(`domain "ｅxample.com" is not written in canonical form; send "example.com" exactly`)},
+		{"ＥＸＡＭＰＬＥ.com", notCanonical(`send "example.com" exactly`)},
+		{"example\u3002com", notCanonical(`send "example.com" exactly`)},                      // ideographic full stop
+		{"\u212aelvin.com", notCanonical(`send "kelvin.com" exactly`)},                        // Kelvin sign
+		{"\u0130nstagram.com", notCanonical("not written in canonical form")},                 // dotted capital I
+		{"bu\u0308cher.de", notCanonical(`send "bücher.de" (or "xn--bcher-kva.de") exactly`)}, // decomposed ü
+		{"ex\u00adample.com", notCanonical(`send "example.com" exactly`)},                     // soft hyphen, mapped away
+		{"example.com..", invalidHost},
+		// Names that can only lead inward.
+		{"metadata.platformequinix.com", metadataName},
+		{"metadata.packet.net", metadataName},
+		{"metadata.tencentyun.com", metadataName},
+		{"metadata.goog", metadataName},
+		{"api.metadata.cloud.ibm.com", metadataName},
+		{"*.metadata.goog", metadataName},
+		{"127.0.0.1.nip.io", spellsAddr},
+		{"*.127.0.0.1.nip.io", spellsAddr},
+		{"169-254-169-254.sslip.io", spellsAddr},
+		{"10.0.0.1.xip.io", spellsAddr},
+		{"127-0-0-1.nip.io", spellsAddr},
+		{"0x7f000001.nip.io", spellsAddr},
+		{"7f000001.nip.io", spellsAddr},
+		{"magic-c0a80101.nip.io", spellsAddr},
+		{"0--1.sslip.io", spellsAddr},
+		{"app-fd00-ec2--254.sslip.io", spellsAddr},
+		{"app-192-168-1-1.example.com", spellsAddr},
+		{"app.localtest.me", refuse("loopback")},
+		{"lvh.me", refuse("loopback")},
+		// Look-alikes of those that are ordinary public names.
+		{"1.2.3.4.nip.io", approve("Add 1.2.3.4.nip.io to")},
+		{"host-54-1-2-3.example.com", approve("Add host-54-1-2-3.example.com to")},
+		{"0a000001.example.com", approve("Add 0a000001.example.com to")}, // hex is read only under nip.io and the like
+		{"cafe--babe.example.com", approve("Add cafe--babe.example.com to")},
+		{"metadata.example.com", approve("Add metadata.example.com to")},
 		{"com", publicSuffixVerdict},
 		{"co.uk", publicSuffixVerdict},
 		{"github.io", publicSuffixVerdict},
@@ -212,11 +259,12 @@ func TestHostileDomains(t *testing.T) {
 	}
 	for _, tt := range tests {
 		in := map[string]string{"domain": tt.domain}
-		if tt.want == (verdict{}) {
+		if tt.want.refused == "" {
 			raw, _ := json.Marshal(in)
 			req, err := add.Gate(context.Background(), raw)
-			if err != nil || !req.Required || !strings.HasPrefix(req.Reason, AddDomainReason) {
-				t.Errorf("add-domain %q: got %+v, %v; want approval with the static reason", tt.domain, req, err)
+			c, _ := Canonical(tt.domain)
+			if err != nil || !req.Required || req.Reason != AddDomainReason(c) || !strings.Contains(req.Reason, tt.want.approval) {
+				t.Errorf("add-domain %q: got %+v, %v; want approval naming %q", tt.domain, req, err, tt.want.approval)
 			}
 			continue
 		}
@@ -236,7 +284,7 @@ func TestAddDomainReasonShowsPunycode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !req.Required || !strings.Contains(req.Reason, `"xn--exmple-4nf.com"`) {
+	if !req.Required || !strings.Contains(req.Reason, "exаmple.com (xn--exmple-4nf.com)") {
 		t.Fatalf("reason %q does not show the punycode form", req.Reason)
 	}
 }
