@@ -3,6 +3,7 @@ package webfetch
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -160,6 +161,34 @@ func TestHostileURLs(t *testing.T) {
 		{"http://example.com:99999/", refuse("invalid port")},
 		{"https://8.8.8.8:25/", blocked},
 		{"https://8.8.8.8/", approve("8.8.8.8")},
+		// names that can only be internal or only fail: refused, no human asked
+		{"http://dev/", noDot},
+		{"http://foo/containers/json", noDot},
+		{"https://com/", noDot},
+		{"http://metadata/computeMetadata/v1/", blocked},
+		{"http://metadata.platformequinix.com/metadata", metadataName},
+		{"http://metadata.packet.net/metadata", metadataName},
+		{"http://metadata.tencentyun.com/latest/meta-data/", metadataName},
+		{"http://metadata.goog/computeMetadata/v1/", metadataName},
+		{"http://x.metadata.goog/", metadataName},
+		{"https://api.metadata.cloud.ibm.com/metadata/v1/instance", metadataName},
+		{"http://127.0.0.1.nip.io/", spellsAddr},
+		{"http://169-254-169-254.sslip.io/latest/meta-data/", spellsAddr},
+		{"http://10.0.0.1.xip.io/", spellsAddr},
+		{"http://127-0-0-1.nip.io/", spellsAddr},
+		{"http://0x7f000001.nip.io/", spellsAddr},
+		{"http://7f000001.nip.io/", spellsAddr},
+		{"http://magic-192-168-1-1.nip.io/", spellsAddr},
+		{"http://0--1.sslip.io/", spellsAddr},
+		{"http://app.127.0.0.1.traefik.me/", spellsAddr},
+		{"http://a.b.10.0.0.1.example.com/", spellsAddr},
+		{"http://100-100-100-200.example.com/", spellsAddr},
+		{"http://app.localtest.me/", refuse("loopback")},
+		// their public look-alikes are asked about as usual
+		{"https://1.2.3.4.nip.io/", approve("1.2.3.4.nip.io")},
+		{"https://0a000001.example.com/", approve("0a000001.example.com")},
+		{"https://cafe--babe.example.com/", approve("cafe--babe.example.com")},
+		{"https://metadata.example.com/", approve("metadata.example.com")},
 	}
 	for _, tt := range tests {
 		checkVerdict(t, fetch, map[string]string{"url": tt.url}, tt.want)
@@ -286,5 +315,118 @@ func TestAddDomainReasonShowsPunycode(t *testing.T) {
 	}
 	if !req.Required || !strings.Contains(req.Reason, "exаmple.com (xn--exmple-4nf.com)") {
 		t.Fatalf("reason %q does not show the punycode form", req.Reason)
+	}
+}
+
+// TestOperatorListIsTrusted: a dotless or internal host the operator
+// listed stays reachable; a port on an entry opens that port alone.
+func TestOperatorListIsTrusted(t *testing.T) {
+	f, err := New(context.Background(), Config{
+		Store: NewMemStore(),
+		Seed:  []string{"localhost", "nas", "nas.local:5000", "nas.local:5001", "127.0.0.1:8080", "[::1]:8080", "router.lan:80"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetch := toolByName(t, f, ToolFetch)
+	for _, tt := range []struct {
+		url  string
+		want verdict
+	}{
+		{"http://localhost/", listed},
+		{"http://localhost:3000/", listed}, // no port on the entry: any port
+		{"http://nas/", listed},
+		{"http://nas:8443/", listed},
+		{"http://nas.local:5000/", listed},
+		{"https://nas.local:5001/", listed},
+		{"http://nas.local/", refuse("opens nas.local on port 5000, 5001 only, not on port 80")},
+		{"http://nas.local:22/", refuse("not on port 22")},
+		{"http://127.0.0.1:8080/", listed},
+		{"http://127.0.0.1:8081/", refuse("opens 127.0.0.1 on port 8080 only")},
+		{"http://127.0.0.1/", refuse("not on port 80")},
+		{"http://[::1]:8080/", listed},
+		{"http://[::1]:22/", refuse("not on port 22")},
+		{"http://router.lan/", listed},
+		{"http://router.lan:8080/", refuse("not on port 8080")},
+		{"http://dev/", noDot}, // not listed: the usual rules
+		{"http://nas.local.nip.io/", approve("nas.local.nip.io")},
+	} {
+		checkVerdict(t, fetch, map[string]string{"url": tt.url}, tt.want)
+	}
+	for h, want := range map[string][]uint16{"localhost": nil, "nas.local": {5000, 5001}, "127.0.0.1": {8080}} {
+		if ports, listed := f.operatorPorts(h); !listed || !slices.Equal(ports, want) {
+			t.Errorf("operatorPorts(%q) = %v, %v; want %v, true", h, ports, listed, want)
+		}
+	}
+	if _, listed := f.operatorPorts("example.com"); listed {
+		t.Error("operatorPorts lists a host nobody listed")
+	}
+	// An entry without a port wins over one with.
+	g, err := New(context.Background(), Config{Store: NewMemStore(), Seed: []string{"localhost:8080", "localhost"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ports, listed := g.operatorPorts("localhost"); !listed || ports != nil {
+		t.Errorf("operatorPorts(localhost) = %v, %v; want any port", ports, listed)
+	}
+}
+
+// TestAllowPrivateKeepsDotlessButNotMetadataNames: local development
+// reaches internal names; metadata stays out of reach even then.
+func TestAllowPrivateKeepsDotlessButNotMetadataNames(t *testing.T) {
+	f, err := New(context.Background(), Config{Store: NewMemStore(), AllowPrivate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetch := toolByName(t, f, ToolFetch)
+	for _, tt := range []struct {
+		url  string
+		want verdict
+	}{
+		{"http://dev/", approve("dev")},
+		{"http://127.0.0.1.nip.io:3000/", approve("127.0.0.1.nip.io")},
+		{"http://169-254-169-254.sslip.io/", spellsAddr},
+		{"http://metadata.tencentyun.com/", metadataName},
+		{"http://metadata/", metadataName},
+	} {
+		checkVerdict(t, fetch, map[string]string{"url": tt.url}, tt.want)
+	}
+}
+
+// TestAddDomainInvokeNeedsApproval: the gate asks a human; invoke checks
+// again that one did, should it ever be reached without.
+func TestAddDomainInvokeNeedsApproval(t *testing.T) {
+	st := NewMemStore()
+	f, err := New(context.Background(), Config{Store: st, Seed: []string{"example.com"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := toolByName(t, f, ToolAddDomain)
+	in := json.RawMessage(`{"domain":"docs.example.org"}`)
+	for name, ctx := range map[string]context.Context{
+		"no call":      context.Background(),
+		"not approved": prompt.ContextWithCall(context.Background(), prompt.CallInfo{PromptID: "p", CallID: "c"}),
+	} {
+		if out, err := add.Invoke(ctx, in); err == nil || !strings.Contains(err.Error(), "not approved") {
+			t.Errorf("%s: %q, %v; want a refusal", name, out, err)
+		}
+	}
+	if d, _ := st.Domains(context.Background()); len(d) != 0 {
+		t.Fatalf("added without approval: %v", d)
+	}
+	// Nothing to change needs no approval.
+	if out, err := add.Invoke(context.Background(), json.RawMessage(`{"domain":"example.com"}`)); err != nil || !strings.Contains(out, "nothing changed") {
+		t.Errorf("already listed: %q, %v", out, err)
+	}
+	approved := prompt.ContextWithCall(context.Background(), prompt.CallInfo{Approved: true, ApprovedBy: "Alice (111)"})
+	// Invoke checks the written form again, approval or not.
+	if out, err := add.Invoke(approved, json.RawMessage(`{"domain":"ｅxample.org"}`)); err == nil || !strings.Contains(err.Error(), "canonical form") {
+		t.Errorf("full-width input: %q, %v; want a refusal", out, err)
+	}
+	if out, err := add.Invoke(approved, in); err != nil || out != "Added docs.example.org to the allowlist." {
+		t.Fatalf("approved: %q, %v", out, err)
+	}
+	if by, _ := st.AddedBy("docs.example.org"); by != "Alice (111)" {
+		t.Errorf("added by %q; want the approver", by)
 	}
 }
