@@ -186,7 +186,7 @@ func (a allowlist) matches(h string) bool {
 	}
 	for i := strings.IndexByte(h, '.'); i >= 0; {
 		rest := h[i+1:]
-		if seeded, ok := a["*."+rest]; ok && (seeded || sameSite(h, rest)) {
+		if operator, ok := a["*."+rest]; ok && (operator || sameSite(h, rest)) {
 			return true
 		}
 		j := strings.IndexByte(rest, '.')

@@ -114,7 +114,7 @@ type Fetcher struct {
 	// with the ports an internal host's entries opened: nil when an entry
 	// named it without a port (any port).
 	operator map[string][]uint16
-	// internal are seeded hosts that can only be internal (IP literals,
+	// internal are the operator's hosts that can only be internal (IP literals,
 	// localhost, special-use names such as .local): the operator named them
 	// on purpose, so the address and port checks are lifted for them alone.
 	internal     map[string]bool
