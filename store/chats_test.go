@@ -110,6 +110,9 @@ func TestDomains(t *testing.T) {
 	if err != nil || !slices.Equal(ds, []string{"example.com", "golang.org", "xn--bcher-kva.example"}) {
 		t.Fatalf("domains = %v, %v", ds, err)
 	}
+	if by, err := db.Entries(ctx); err != nil || len(by) != 3 || by["golang.org"] != "alice" {
+		t.Fatalf("entries = %v, %v", by, err)
+	}
 	if removed, err := db.RemoveDomain(ctx, "golang.org"); err != nil || !removed {
 		t.Fatalf("remove: %v, %v", removed, err)
 	}

@@ -67,3 +67,24 @@ func (db *DB) Domains(ctx context.Context) ([]string, error) {
 	}
 	return out, nil
 }
+
+// Entries returns every allowlisted domain with who added it, by domain.
+func (db *DB) Entries(ctx context.Context) (map[string]string, error) {
+	rows, err := db.reader.QueryContext(ctx, `SELECT domain, added_by FROM domains`)
+	if err != nil {
+		return nil, fmt.Errorf("list domains: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[string]string)
+	for rows.Next() {
+		var d, by string
+		if err := rows.Scan(&d, &by); err != nil {
+			return nil, fmt.Errorf("list domains: %w", err)
+		}
+		out[d] = by
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list domains: %w", err)
+	}
+	return out, nil
+}

@@ -137,3 +137,47 @@ func TestUpgradeKeepsWaitingRequestsDecidable(t *testing.T) {
 		t.Fatalf("create beside an upgraded unfinished prompt: %v", err)
 	}
 }
+
+// TestUpgradeDropsTheOldOperatorEntries: earlier versions wrote the
+// operator's list into domains as added_by 'config' and never removed an
+// entry, so a host taken off WEBFETCH_ALLOWED_DOMAINS stayed allowed.
+// The upgrade drops those rows and keeps what humans added.
+func TestUpgradeDropsTheOldOperatorEntries(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "tollgate.db")
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, raw, migrations.FS, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range [][2]string{
+		{"example.com", "config"},
+		{"removed.example.net", "config"},
+		{"golang.org", "Alice (111)"},
+		{"docs.example.org", "prompt p1 call c1"},
+	} {
+		if _, err := raw.Exec(`INSERT INTO domains (domain, added_by, added_at) VALUES (?, ?, '2026-11-20T10:00:00Z')`, row[0], row[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw.Close()
+
+	db, err := store.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	got, err := db.Entries(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"golang.org": "Alice (111)", "docs.example.org": "prompt p1 call c1"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("entries after the upgrade %v; want %v", got, want)
+	}
+}

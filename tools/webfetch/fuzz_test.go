@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/net/publicsuffix"
@@ -25,6 +26,11 @@ var fuzzHostSeeds = []string{
 	strings.Repeat("a", 64) + ".com", strings.Repeat("a.", 130) + "com",
 	"xn--", "xn--.com", "-example.com", "example-.com", "ex_ample.com",
 	"\u202eexample.com", "example\u3002com", "foo.ck", "www.ck",
+	"127.0.0.1.nip.io", "169-254-169-254.sslip.io", "0x7f000001.nip.io", "7f000001.nip.io",
+	"0--1.sslip.io", "app-10-0-0-1.example.com", "metadata.goog", "app.localtest.me",
+	" example.com", "example.com\t", "ｅxample.com", "\u212aelvin.com", "\u0130nstagram.com",
+	"bu\u0308cher.de", "bücher.de", "BÜCHER.de", "ex\u00adample.com", "*.bücher.de",
+	"localhost:8080", "[::1]:8080", "nas.local:5000", "example.com:8080", "*.x.local:80",
 }
 
 // FuzzCanonical: Canonical never panics, and what it accepts is a fixed
@@ -82,6 +88,61 @@ func FuzzValidateNewDomain(f *testing.F) {
 		if publicName(name) != nil || name == "localhost" {
 			t.Fatalf("ValidateNewDomain(%q) = %q: not a public name", in, c)
 		}
+		if underAny(name, metadataHosts) != "" {
+			t.Fatalf("ValidateNewDomain(%q) = %q: a metadata service", in, c)
+		}
+		for _, ip := range spelledAddrs(name, underAny(name, addressDomains) != "") {
+			if checkMetadata(netip.AddrPortFrom(ip, 80)) != nil || ip.IsLoopback() || ip.IsPrivate() {
+				t.Fatalf("ValidateNewDomain(%q) = %q: spells the inward address %s", in, c, ip)
+			}
+		}
+	})
+}
+
+// FuzzAddDomain: what add-domain asks a human about is what was written,
+// up to ASCII case and a trailing dot, and the question names it.
+func FuzzAddDomain(f *testing.F) {
+	for _, s := range fuzzHostSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		c, err := validateAdd(in)
+		if err != nil {
+			return
+		}
+		if canon, err := Canonical(in); err != nil || canon != c {
+			t.Fatalf("validateAdd(%q) = %q; Canonical says %q, %v", in, c, canon, err)
+		}
+		w := strings.TrimSuffix(in, ".")
+		if !strings.EqualFold(w, c) && !strings.EqualFold(w, unicodeForm(c)) {
+			t.Fatalf("validateAdd(%q) = %q: written otherwise than stored", in, c)
+		}
+		if strings.ContainsFunc(in, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) || r == '\u212a' }) {
+			t.Fatalf("validateAdd(%q) = %q: accepted padding or a look-alike", in, c)
+		}
+		if reason := AddDomainReason(c); !strings.Contains(reason, c) || !strings.Contains(reason, unicodeForm(c)) {
+			t.Fatalf("reason %q does not name %q", reason, c)
+		}
+	})
+}
+
+// FuzzParseOperatorEntry: an operator entry is a canonical host, and a
+// port only ever follows an internal host.
+func FuzzParseOperatorEntry(f *testing.F) {
+	for _, s := range fuzzHostSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		h, port, err := parseOperatorEntry(in)
+		if err != nil {
+			return
+		}
+		if again, err := Canonical(h); err != nil || again != h {
+			t.Fatalf("parseOperatorEntry(%q) = %q, not canonical: %q, %v", in, h, again, err)
+		}
+		if port != 0 && (!isInternal(h) || strings.HasPrefix(h, "*.")) {
+			t.Fatalf("parseOperatorEntry(%q) = %q port %d: a port on a public host or wildcard", in, h, port)
+		}
 	})
 }
 
@@ -100,6 +161,9 @@ func FuzzCheckURL(f *testing.F) {
 		"//example.com/", "http://[64:ff9b::a9fe:a9fe]/", "http://[2002:a9fe:a9fe::]/",
 		"http://example.com\\@evil.com/", "http://ｅｘａｍｐｌｅ．ｃｏｍ/", "http://１２７．０．０．１/",
 		"http://[::]/", "http://localhost./", "http://foo.localhost/", "http://nas.local/",
+		"http://dev/", "http://foo/containers/json", "http://127.0.0.1.nip.io/", "http://169-254-169-254.sslip.io/",
+		"http://0x7f000001.nip.io/", "http://127-0-0-1.nip.io/", "http://0--1.sslip.io/", "http://metadata.tencentyun.com/",
+		"http://metadata.platformequinix.com/", "http://app.localtest.me/",
 	} {
 		f.Add(s)
 	}
@@ -135,6 +199,19 @@ func FuzzCheckURL(f *testing.F) {
 			}
 		} else if publicName(tg.host) != nil {
 			t.Fatalf("checkURL(%q) accepted non-public name %q", raw, tg.host)
+		}
+		if fe.checkTarget(tg) != nil {
+			return
+		}
+		if _, isIP := parseIP(tg.host); !isIP && tg.host != "example.com" {
+			if !strings.Contains(tg.host, ".") || underAny(tg.host, metadataHosts) != "" || underAny(tg.host, loopbackDomains) != "" {
+				t.Fatalf("checkTarget passed %q", tg.host)
+			}
+			for _, ip := range spelledAddrs(tg.host, underAny(tg.host, addressDomains) != "") {
+				if fe.guard.SafeAddr(ip) != nil || checkMetadata(netip.AddrPortFrom(ip, 80)) != nil {
+					t.Fatalf("checkTarget passed %q, which spells %s", tg.host, ip)
+				}
+			}
 		}
 	})
 }

@@ -3,6 +3,7 @@ package webfetch
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -32,6 +33,10 @@ var (
 	invalidHost          = refuse("not a valid host name")
 	notAHostName         = refuse("not a host name")
 	cannotHaveHostVerdit = refuse("has no host")
+	notCanonical         = refuse
+	metadataName         = refuse("instance-metadata service")
+	spellsAddr           = refuse("spells the address")
+	noDot                = refuse("has no dot")
 )
 
 func toolByName(t *testing.T, f *Fetcher, name string) *prompt.Tool {
@@ -156,6 +161,34 @@ func TestHostileURLs(t *testing.T) {
 		{"http://example.com:99999/", refuse("invalid port")},
 		{"https://8.8.8.8:25/", blocked},
 		{"https://8.8.8.8/", approve("8.8.8.8")},
+		// names that can only be internal or only fail: refused, no human asked
+		{"http://dev/", noDot},
+		{"http://foo/containers/json", noDot},
+		{"https://com/", noDot},
+		{"http://metadata/computeMetadata/v1/", blocked},
+		{"http://metadata.platformequinix.com/metadata", metadataName},
+		{"http://metadata.packet.net/metadata", metadataName},
+		{"http://metadata.tencentyun.com/latest/meta-data/", metadataName},
+		{"http://metadata.goog/computeMetadata/v1/", metadataName},
+		{"http://x.metadata.goog/", metadataName},
+		{"https://api.metadata.cloud.ibm.com/metadata/v1/instance", metadataName},
+		{"http://127.0.0.1.nip.io/", spellsAddr},
+		{"http://169-254-169-254.sslip.io/latest/meta-data/", spellsAddr},
+		{"http://10.0.0.1.xip.io/", spellsAddr},
+		{"http://127-0-0-1.nip.io/", spellsAddr},
+		{"http://0x7f000001.nip.io/", spellsAddr},
+		{"http://7f000001.nip.io/", spellsAddr},
+		{"http://magic-192-168-1-1.nip.io/", spellsAddr},
+		{"http://0--1.sslip.io/", spellsAddr},
+		{"http://app.127.0.0.1.traefik.me/", spellsAddr},
+		{"http://a.b.10.0.0.1.example.com/", spellsAddr},
+		{"http://100-100-100-200.example.com/", spellsAddr},
+		{"http://app.localtest.me/", refuse("loopback")},
+		// their public look-alikes are asked about as usual
+		{"https://1.2.3.4.nip.io/", approve("1.2.3.4.nip.io")},
+		{"https://0a000001.example.com/", approve("0a000001.example.com")},
+		{"https://cafe--babe.example.com/", approve("cafe--babe.example.com")},
+		{"https://metadata.example.com/", approve("metadata.example.com")},
 	}
 	for _, tt := range tests {
 		checkVerdict(t, fetch, map[string]string{"url": tt.url}, tt.want)
@@ -174,11 +207,54 @@ func TestHostileDomains(t *testing.T) {
 		domain string
 		want   verdict
 	}{
-		{"example.com", verdict{}},
-		{"EXAMPLE.COM.", verdict{}},
-		{"*.example.com", verdict{}},
-		{"user.github.io", verdict{}},
-		{"bücher.de", verdict{}},
+		{"example.com", approve("Add example.com to")},
+		{"EXAMPLE.COM.", approve("Add example.com to")},
+		{"*.example.com", approve("Add *.example.com (every subdomain of example.com, not example.com itself)")},
+		{"user.github.io", approve("Add user.github.io to")},
+		// The approval names what is stored, in Unicode and punycode.
+		{"bücher.de", approve("Add bücher.de (xn--bcher-kva.de) to")},
+		{"BÜCHER.de", approve("Add bücher.de (xn--bcher-kva.de) to")},
+		{"xn--bcher-kva.de", approve("Add bücher.de (xn--bcher-kva.de) to")},
+		{"*.bücher.de", approve("Add *.bücher.de (*.xn--bcher-kva.de)")},
+		{"exаmple.com", approve("Add exаmple.com (xn--exmple-4nf.com) to")}, // Cyrillic а
+		// Written other than as stored: refused, never folded silently.
+		{" example.com", notCanonical(`send "example.com" exactly`)},
+		{"example.com" + strings.Repeat(" ", 4000), notCanonical(`send "example.com" exactly`)},
+		{"example.com\n", notCanonical(`send "example.com" exactly`)},
+		{"ｅxample.com", notCanonical(`domain "ｅxample.com" is not written in canonical form; send "example.com" exactly`)},
+		{"ＥＸＡＭＰＬＥ.com", notCanonical(`send "example.com" exactly`)},
+		{"example\u3002com", notCanonical(`send "example.com" exactly`)},                      // ideographic full stop
+		{"\u212aelvin.com", notCanonical(`send "kelvin.com" exactly`)},                        // Kelvin sign
+		{"\u0130nstagram.com", notCanonical("not written in canonical form")},                 // dotted capital I
+		{"bu\u0308cher.de", notCanonical(`send "bücher.de" (or "xn--bcher-kva.de") exactly`)}, // decomposed ü
+		{"ex\u00adample.com", notCanonical(`send "example.com" exactly`)},                     // soft hyphen, mapped away
+		{"example.com..", invalidHost},
+		// Names that can only lead inward.
+		{"metadata.platformequinix.com", metadataName},
+		{"metadata.packet.net", metadataName},
+		{"metadata.tencentyun.com", metadataName},
+		{"metadata.goog", metadataName},
+		{"api.metadata.cloud.ibm.com", metadataName},
+		{"*.metadata.goog", metadataName},
+		{"127.0.0.1.nip.io", spellsAddr},
+		{"*.127.0.0.1.nip.io", spellsAddr},
+		{"169-254-169-254.sslip.io", spellsAddr},
+		{"10.0.0.1.xip.io", spellsAddr},
+		{"127-0-0-1.nip.io", spellsAddr},
+		{"0x7f000001.nip.io", spellsAddr},
+		{"7f000001.nip.io", spellsAddr},
+		{"magic-c0a80101.nip.io", spellsAddr},
+		{"0--1.sslip.io", spellsAddr},
+		{"app-fd00-ec2--254.sslip.io", spellsAddr},
+		{"app-192-168-1-1.example.com", spellsAddr},
+		{"app.localtest.me", refuse("loopback")},
+		{"lvh.me", refuse("loopback")},
+		// Look-alikes of those that are ordinary public names.
+		{"1.2.3.4.nip.io", approve("Add 1.2.3.4.nip.io to")},
+		{"host-54-1-2-3.example.com", approve("Add host-54-1-2-3.example.com to")},
+		{"0a000001.example.com", approve("Add 0a000001.example.com to")}, // hex is read only under nip.io and the like
+		{"cafe--babe.example.com", approve("Add cafe--babe.example.com to")},
+		{"metadata.example.com", approve("Add metadata.example.com to")},
 		{"com", publicSuffixVerdict},
 		{"co.uk", publicSuffixVerdict},
 		{"github.io", publicSuffixVerdict},
@@ -212,11 +288,12 @@ func TestHostileDomains(t *testing.T) {
 	}
 	for _, tt := range tests {
 		in := map[string]string{"domain": tt.domain}
-		if tt.want == (verdict{}) {
+		if tt.want.refused == "" {
 			raw, _ := json.Marshal(in)
 			req, err := add.Gate(context.Background(), raw)
-			if err != nil || !req.Required || !strings.HasPrefix(req.Reason, AddDomainReason) {
-				t.Errorf("add-domain %q: got %+v, %v; want approval with the static reason", tt.domain, req, err)
+			c, _ := Canonical(tt.domain)
+			if err != nil || !req.Required || req.Reason != AddDomainReason(c) || !strings.Contains(req.Reason, tt.want.approval) {
+				t.Errorf("add-domain %q: got %+v, %v; want approval naming %q", tt.domain, req, err, tt.want.approval)
 			}
 			continue
 		}
@@ -236,7 +313,120 @@ func TestAddDomainReasonShowsPunycode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !req.Required || !strings.Contains(req.Reason, `"xn--exmple-4nf.com"`) {
+	if !req.Required || !strings.Contains(req.Reason, "exаmple.com (xn--exmple-4nf.com)") {
 		t.Fatalf("reason %q does not show the punycode form", req.Reason)
+	}
+}
+
+// TestOperatorListIsTrusted: a dotless or internal host the operator
+// listed stays reachable; a port on an entry opens that port alone.
+func TestOperatorListIsTrusted(t *testing.T) {
+	f, err := New(context.Background(), Config{
+		Store: NewMemStore(),
+		Seed:  []string{"localhost", "nas", "nas.local:5000", "nas.local:5001", "127.0.0.1:8080", "[::1]:8080", "router.lan:80"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetch := toolByName(t, f, ToolFetch)
+	for _, tt := range []struct {
+		url  string
+		want verdict
+	}{
+		{"http://localhost/", listed},
+		{"http://localhost:3000/", listed}, // no port on the entry: any port
+		{"http://nas/", listed},
+		{"http://nas:8443/", listed},
+		{"http://nas.local:5000/", listed},
+		{"https://nas.local:5001/", listed},
+		{"http://nas.local/", refuse("opens nas.local on port 5000, 5001 only, not on port 80")},
+		{"http://nas.local:22/", refuse("not on port 22")},
+		{"http://127.0.0.1:8080/", listed},
+		{"http://127.0.0.1:8081/", refuse("opens 127.0.0.1 on port 8080 only")},
+		{"http://127.0.0.1/", refuse("not on port 80")},
+		{"http://[::1]:8080/", listed},
+		{"http://[::1]:22/", refuse("not on port 22")},
+		{"http://router.lan/", listed},
+		{"http://router.lan:8080/", refuse("not on port 8080")},
+		{"http://dev/", noDot}, // not listed: the usual rules
+		{"http://nas.local.nip.io/", approve("nas.local.nip.io")},
+	} {
+		checkVerdict(t, fetch, map[string]string{"url": tt.url}, tt.want)
+	}
+	for h, want := range map[string][]uint16{"localhost": nil, "nas.local": {5000, 5001}, "127.0.0.1": {8080}} {
+		if ports, listed := f.operatorPorts(h); !listed || !slices.Equal(ports, want) {
+			t.Errorf("operatorPorts(%q) = %v, %v; want %v, true", h, ports, listed, want)
+		}
+	}
+	if _, listed := f.operatorPorts("example.com"); listed {
+		t.Error("operatorPorts lists a host nobody listed")
+	}
+	// An entry without a port wins over one with.
+	g, err := New(context.Background(), Config{Store: NewMemStore(), Seed: []string{"localhost:8080", "localhost"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ports, listed := g.operatorPorts("localhost"); !listed || ports != nil {
+		t.Errorf("operatorPorts(localhost) = %v, %v; want any port", ports, listed)
+	}
+}
+
+// TestAllowPrivateKeepsDotlessButNotMetadataNames: local development
+// reaches internal names; metadata stays out of reach even then.
+func TestAllowPrivateKeepsDotlessButNotMetadataNames(t *testing.T) {
+	f, err := New(context.Background(), Config{Store: NewMemStore(), AllowPrivate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetch := toolByName(t, f, ToolFetch)
+	for _, tt := range []struct {
+		url  string
+		want verdict
+	}{
+		{"http://dev/", approve("dev")},
+		{"http://127.0.0.1.nip.io:3000/", approve("127.0.0.1.nip.io")},
+		{"http://169-254-169-254.sslip.io/", spellsAddr},
+		{"http://metadata.tencentyun.com/", metadataName},
+		{"http://metadata/", metadataName},
+	} {
+		checkVerdict(t, fetch, map[string]string{"url": tt.url}, tt.want)
+	}
+}
+
+// TestAddDomainInvokeNeedsApproval: the gate asks a human; invoke checks
+// again that one did, should it ever be reached without.
+func TestAddDomainInvokeNeedsApproval(t *testing.T) {
+	st := NewMemStore()
+	f, err := New(context.Background(), Config{Store: st, Seed: []string{"example.com"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := toolByName(t, f, ToolAddDomain)
+	in := json.RawMessage(`{"domain":"docs.example.org"}`)
+	for name, ctx := range map[string]context.Context{
+		"no call":      context.Background(),
+		"not approved": prompt.ContextWithCall(context.Background(), prompt.CallInfo{PromptID: "p", CallID: "c"}),
+	} {
+		if out, err := add.Invoke(ctx, in); err == nil || !strings.Contains(err.Error(), "not approved") {
+			t.Errorf("%s: %q, %v; want a refusal", name, out, err)
+		}
+	}
+	if d, _ := st.Domains(context.Background()); len(d) != 0 {
+		t.Fatalf("added without approval: %v", d)
+	}
+	// Nothing to change needs no approval.
+	if out, err := add.Invoke(context.Background(), json.RawMessage(`{"domain":"example.com"}`)); err != nil || !strings.Contains(out, "nothing changed") {
+		t.Errorf("already listed: %q, %v", out, err)
+	}
+	approved := prompt.ContextWithCall(context.Background(), prompt.CallInfo{Approved: true, ApprovedBy: "Alice (111)"})
+	// Invoke checks the written form again, approval or not.
+	if out, err := add.Invoke(approved, json.RawMessage(`{"domain":"ｅxample.org"}`)); err == nil || !strings.Contains(err.Error(), "canonical form") {
+		t.Errorf("full-width input: %q, %v; want a refusal", out, err)
+	}
+	if out, err := add.Invoke(approved, in); err != nil || out != "Added docs.example.org to the allowlist." {
+		t.Fatalf("approved: %q, %v", out, err)
+	}
+	if by, _ := st.AddedBy("docs.example.org"); by != "Alice (111)" {
+		t.Errorf("added by %q; want the approver", by)
 	}
 }

@@ -254,7 +254,7 @@ func TestAddDomainThenFetchWithoutApproval(t *testing.T) {
 	c := h.run("add docs and read")
 	wantState(t, c, prompt.StateWaiting)
 	req := h.lastApproval()
-	if req.Reason != webfetch.AddDomainReason || req.ToolName != webfetch.ToolAddDomain {
+	if req.Reason != webfetch.AddDomainReason("docs.example.org") || req.ToolName != webfetch.ToolAddDomain {
 		t.Fatalf("request %+v", req)
 	}
 	if _, listed := h.store.AddedBy("docs.example.org"); listed {
@@ -268,7 +268,7 @@ func TestAddDomainThenFetchWithoutApproval(t *testing.T) {
 	if r := result(t, c, "c1"); r.Output != "Added docs.example.org to the allowlist." {
 		t.Fatalf("add result %+v", r)
 	}
-	if by, ok := h.store.AddedBy("docs.example.org"); !ok || !strings.Contains(by, c.ID()) {
+	if by, ok := h.store.AddedBy("docs.example.org"); !ok || by != "alice" {
 		t.Fatalf("added by %q, %v", by, ok)
 	}
 	if r := result(t, c, "c2"); r.Type != prompt.ResultSuccess || h.approvalCount() != 1 {
@@ -301,43 +301,58 @@ func TestAddDomainInvalidAsksNobody(t *testing.T) {
 	}
 }
 
-func TestAddDomainAlreadyListedSaysSo(t *testing.T) {
+// TestAddDomainAlreadyListedAsksNobody: nothing would change, so no human
+// is asked, and an operator entry is not copied into the store (where it
+// would outlive its removal from the operator's list).
+func TestAddDomainAlreadyListedAsksNobody(t *testing.T) {
 	h := newHarness(t, []string{"example.com"})
 	h.model.Add(prompttest.Calls(domainCall("c1", webfetch.ToolAddDomain, "EXAMPLE.com")), prompttest.Answer("ok"))
 	c := h.run("add")
-	if err := h.svc.Approve(context.Background(), h.lastApproval().ApprovalID, "alice"); err != nil {
-		t.Fatal(err)
-	}
-	h.wait(c)
-	if r := result(t, c, "c1"); r.Type != prompt.ResultSuccess || r.Output != "example.com is already on the allowlist; nothing changed." {
+	wantState(t, c, prompt.StateCompleted)
+	if r := result(t, c, "c1"); r.Type != prompt.ResultSuccess || r.Output != "example.com is already on the operator's list; nothing changed." {
 		t.Fatalf("result %+v", r)
 	}
-	if by, _ := h.store.AddedBy("example.com"); by != webfetch.SeededBy {
-		t.Fatalf("entry rewritten: added by %q", by)
+	if h.approvalCount() != 0 {
+		t.Fatalf("%d approvals asked", h.approvalCount())
+	}
+	if by, listed := h.store.AddedBy("example.com"); listed {
+		t.Fatalf("operator entry written to the store (added by %q)", by)
 	}
 }
 
+// TestListAndRemoveDomainsNeedNoApproval: list-domains says where each
+// entry came from; remove-domain takes away what humans added, never an
+// entry of the operator's list.
 func TestListAndRemoveDomainsNeedNoApproval(t *testing.T) {
-	h := newHarness(t, []string{"example.com", "*.docs.example.org", "localhost"})
+	h := newHarness(t, []string{"example.com", "*.docs.example.org", "localhost", "nas.local:5000"})
+	ctx := context.Background()
+	h.store.AddDomain(ctx, "golang.org", "Alice (111)")
+	h.store.AddDomain(ctx, "xn--bcher-kva.example", "Bob (222)")
 	h.model.Add(
 		prompttest.Calls(
 			prompttest.Call("c1", webfetch.ToolListDomains, `{}`),
 			domainCall("c2", webfetch.ToolRemoveDomain, "Example.COM"),
 			domainCall("c3", webfetch.ToolRemoveDomain, "never-listed.example.com"),
 			domainCall("c4", webfetch.ToolRemoveDomain, "https://x/"),
-			prompttest.Call("c5", webfetch.ToolListDomains, ``),
-			fetchCall("c6", h.url("example.com", "/")),
+			domainCall("c5", webfetch.ToolRemoveDomain, "Golang.org."),
+			domainCall("c6", webfetch.ToolRemoveDomain, "nas.local:5000"),
+			prompttest.Call("c7", webfetch.ToolListDomains, ``),
+			fetchCall("c8", h.url("golang.org", "/")),
+			fetchCall("c9", h.url("example.com", "/")),
 		),
 		prompttest.Answer("ok"),
 	)
 	c := h.run("tidy up")
-	wantState(t, c, prompt.StateWaiting) // only c6: example.com is no longer listed
-	if r := result(t, c, "c1"); r.Output != "Allowed domains:\n*.docs.example.org\nexample.com\nlocalhost" {
+	wantState(t, c, prompt.StateWaiting) // only c8: golang.org is no longer listed
+	const header = "Allowed domains (operator: from the bot's configuration, only the operator can remove them):\n"
+	if r := result(t, c, "c1"); r.Output != header+"*.docs.example.org (operator)\nexample.com (operator)\n"+
+		"golang.org (added by Alice (111))\nlocalhost (operator)\nnas.local (port 5000 only; operator)\n"+
+		"xn--bcher-kva.example (bücher.example; added by Bob (222))" {
 		t.Fatalf("list %+v", r)
 	}
-	if r := result(t, c, "c2"); !strings.HasPrefix(r.Output, "Removed example.com from the allowlist.") ||
-		!strings.Contains(r.Output, "returns at the next start") {
-		t.Fatalf("remove %+v", r)
+	if r := result(t, c, "c2"); r.Type != prompt.ResultError ||
+		r.Error != "example.com is on the operator's list (WEBFETCH_ALLOWED_DOMAINS); only the operator can remove it" {
+		t.Fatalf("remove operator entry %+v", r)
 	}
 	if r := result(t, c, "c3"); r.Output != "never-listed.example.com was not on the allowlist; nothing changed." {
 		t.Fatalf("remove unlisted %+v", r)
@@ -345,10 +360,17 @@ func TestListAndRemoveDomainsNeedNoApproval(t *testing.T) {
 	if r := result(t, c, "c4"); r.Type != prompt.ResultError || !strings.Contains(r.Error, "is a URL") {
 		t.Fatalf("remove URL %+v", r)
 	}
-	if r := result(t, c, "c5"); r.Output != "Allowed domains:\n*.docs.example.org\nlocalhost" {
+	if r := result(t, c, "c5"); r.Output != "Removed golang.org from the allowlist." {
+		t.Fatalf("remove %+v", r)
+	}
+	if r := result(t, c, "c6"); r.Type != prompt.ResultError || !strings.Contains(r.Error, "nas.local is on the operator's list") {
+		t.Fatalf("remove operator entry with a port %+v", r)
+	}
+	if r := result(t, c, "c7"); r.Output != header+"*.docs.example.org (operator)\nexample.com (operator)\n"+
+		"localhost (operator)\nnas.local (port 5000 only; operator)\nxn--bcher-kva.example (bücher.example; added by Bob (222))" {
 		t.Fatalf("list after remove %+v", r)
 	}
-	if req := h.lastApproval(); req.ToolCallID != "c6" || h.approvalCount() != 1 {
+	if req := h.lastApproval(); req.ToolCallID != "c8" || h.approvalCount() != 1 {
 		t.Fatalf("approvals %d, last %+v", h.approvalCount(), req)
 	}
 }
@@ -366,31 +388,68 @@ func TestFetchGateRefusalIsAnErrorResultWithoutApproval(t *testing.T) {
 	}
 }
 
-func TestNewSeedsTheAllowlist(t *testing.T) {
+// TestOperatorListIsAuthoritative: the operator's list is never written
+// to the store, so an entry taken off it is gone at the next start, while
+// what a human added stays.
+func TestOperatorListIsAuthoritative(t *testing.T) {
+	ctx := context.Background()
 	st := webfetch.NewMemStore()
+	st.AddDomain(ctx, "golang.org", "Alice (111)")
 	var logs bytes.Buffer
 	cfg := webfetch.Config{
 		Store:        st,
-		Seed:         []string{" Example.COM. ", "", "*.Docs.example.org", "localhost", "127.0.0.1", "[::1]"},
+		Seed:         []string{" Example.COM. ", "", "*.Docs.example.org", "localhost", "127.0.0.1", "[::1]", "removed.example.net"},
 		AllowPrivate: true,
 		Logger:       slog.New(slog.NewTextHandler(&logs, nil)),
 	}
-	for range 2 { // seeding again at the next start changes nothing
-		if _, err := webfetch.New(context.Background(), cfg); err != nil {
-			t.Fatal(err)
+	gate := func(f *webfetch.Fetcher, u string) prompt.Requirement {
+		t.Helper()
+		for _, tool := range f.Tools() {
+			if tool.Name == webfetch.ToolFetch {
+				req, err := tool.Gate(ctx, []byte(`{"url":"`+u+`"}`))
+				if err != nil {
+					t.Fatalf("gate %s: %v", u, err)
+				}
+				return req
+			}
+		}
+		t.Fatal("no fetch tool")
+		return prompt.Requirement{}
+	}
+	f, err := webfetch.New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"https://example.com/", "https://a.docs.example.org/", "http://localhost:3000/",
+		"http://[::1]/", "https://removed.example.net/", "https://golang.org/"} {
+		if req := gate(f, u); req.Required {
+			t.Errorf("%s: approval asked (%s); want listed", u, req.Reason)
 		}
 	}
-	got, _ := st.Domains(context.Background())
-	if want := "*.docs.example.org 127.0.0.1 ::1 example.com localhost"; strings.Join(got, " ") != want {
-		t.Fatalf("domains %v; want %s", got, want)
+	if got, _ := st.Domains(ctx); strings.Join(got, " ") != "golang.org" {
+		t.Fatalf("store holds %v; want only what a human added", got)
 	}
 	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "WEBFETCH_ALLOW_PRIVATE") {
 		t.Fatalf("no warning about AllowPrivate in %q", logs.String())
 	}
+
+	// The next start, with one entry taken off the operator's list.
+	cfg.Seed = cfg.Seed[:len(cfg.Seed)-1]
+	f, err = webfetch.New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req := gate(f, "https://removed.example.net/"); !req.Required {
+		t.Error("a host taken off the operator's list is still listed after a restart")
+	}
+	if req := gate(f, "https://golang.org/"); req.Required {
+		t.Error("a host a human added is gone after a restart")
+	}
 }
 
 func TestNewRefusesMalformedSeedNamingIt(t *testing.T) {
-	for _, bad := range []string{"https://example.com", "example.com:8080", "exa mple.com", "*.*.x.com", "127.1"} {
+	for _, bad := range []string{"https://example.com", "example.com:8080", "exa mple.com", "*.*.x.com", "127.1",
+		"*.example.local:80", "localhost:0", "localhost:65536", "localhost:http", "[::1]:", "nas.local:5000:1"} {
 		st := webfetch.NewMemStore()
 		_, err := webfetch.New(context.Background(), webfetch.Config{Store: st, Seed: []string{"good.example.com", bad}})
 		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%q", bad)) {
@@ -410,20 +469,30 @@ func (failingStore) AddDomain(context.Context, string, string) (bool, error) {
 
 func (failingStore) Domains(context.Context) ([]string, error) { return nil, errors.New("disk full") }
 
+func (failingStore) Entries(context.Context) (map[string]string, error) {
+	return nil, errors.New("disk full")
+}
+
 func TestStoreErrorsAreReported(t *testing.T) {
-	_, err := webfetch.New(context.Background(), webfetch.Config{Store: failingStore{}, Seed: []string{"example.com"}})
-	if err == nil || !strings.Contains(err.Error(), "disk full") || !strings.Contains(err.Error(), "example.com") {
-		t.Fatalf("error %v", err)
-	}
-	f, err := webfetch.New(context.Background(), webfetch.Config{Store: failingStore{}})
+	f, err := webfetch.New(context.Background(), webfetch.Config{Store: failingStore{}, Seed: []string{"example.com"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tool := range f.Tools() {
-		if tool.Name != webfetch.ToolFetch {
+		var in []byte
+		switch tool.Name {
+		case webfetch.ToolFetch:
+			in = []byte(`{"url":"https://example.org/"}`)
+		case webfetch.ToolListDomains:
+			_, err := tool.Invoke(context.Background(), []byte(`{}`))
+			if err == nil || !strings.Contains(err.Error(), "read the allowlist: disk full") {
+				t.Fatalf("list error %v", err)
+			}
+			continue
+		default:
 			continue
 		}
-		_, err := tool.Gate(context.Background(), []byte(`{"url":"https://example.com/"}`))
+		_, err := tool.Gate(context.Background(), in)
 		if err == nil || !strings.Contains(err.Error(), "read the allowlist: disk full") {
 			t.Fatalf("gate error %v", err)
 		}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"tollgate/prompt"
 )
 
 // TestInvalidUTF8HostIsRefused: idna turns each invalid byte into U+FFFD
@@ -78,7 +80,8 @@ func TestAddedWildcardStopsAtAPublicSuffix(t *testing.T) {
 	f := newFetcher(t, Config{Seed: []string{"*.github.com"}})
 	for _, d := range []string{"*.amazonaws.com", "*.example.org"} {
 		in, _ := json.Marshal(map[string]string{"domain": d})
-		if _, err := toolByName(t, f, ToolAddDomain).Invoke(ctx, in); err != nil {
+		approved := prompt.ContextWithCall(ctx, prompt.CallInfo{Approved: true, ApprovedBy: "alice"})
+		if _, err := toolByName(t, f, ToolAddDomain).Invoke(approved, in); err != nil {
 			t.Fatalf("add %s: %v", d, err)
 		}
 	}

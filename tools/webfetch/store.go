@@ -2,12 +2,14 @@ package webfetch
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 )
 
-// Store keeps the allowlist. Implementations are safe for concurrent use.
-// Domains reach it already canonical (see Canonical).
+// Store keeps the entries humans approved; the operator's own list
+// (Config.Seed) is never written to it. Implementations are safe for
+// concurrent use. Domains reach it already canonical (see Canonical).
 type Store interface {
 	// AddDomain adds an allowlist entry; added is false if it was already listed.
 	AddDomain(ctx context.Context, domain, addedBy string) (added bool, err error)
@@ -15,6 +17,8 @@ type Store interface {
 	RemoveDomain(ctx context.Context, domain string) (removed bool, err error)
 	// Domains returns every entry, sorted.
 	Domains(ctx context.Context) ([]string, error)
+	// Entries returns every entry with who added it, by domain.
+	Entries(ctx context.Context) (map[string]string, error)
 }
 
 // MemStore is a Store in memory, for tests and for running without a
@@ -61,6 +65,13 @@ func (m *MemStore) Domains(context.Context) ([]string, error) {
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// Entries implements Store.
+func (m *MemStore) Entries(context.Context) (map[string]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.domains), nil
 }
 
 // AddedBy reports who added domain, and whether it is listed.

@@ -10,6 +10,9 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,11 +33,17 @@ const (
 	ToolRemoveDomain = "web-fetch.remove-domain"
 )
 
-// AddDomainReason is the reason a human reads before allowing add-domain.
-const AddDomainReason = "Adding a domain to the allowlist grants permanent fetch access."
-
-// SeededBy is the addedBy recorded for entries seeded from Config.Seed.
-const SeededBy = "config"
+// AddDomainReason is the reason a human reads before allowing add-domain
+// of canonical domain c. The bot shows it in the approval message itself,
+// so it names what will be stored, in the form Display gives, whatever
+// the model's input looked like.
+func AddDomainReason(c string) string {
+	what := "Add " + Display(c) + " to the fetch allowlist"
+	if base, ok := strings.CutPrefix(c, "*."); ok {
+		what = "Add " + Display(c) + " (every subdomain of " + Display(base) + ", not " + base + " itself) to the fetch allowlist"
+	}
+	return what + ": fetches there will need no approval until someone removes it."
+}
 
 // Defaults for the zero values of Config.
 const (
@@ -65,13 +74,17 @@ type Resolver interface {
 type Config struct {
 	// Store keeps the allowlist. Required.
 	Store Store
-	// Seed is added to the allowlist at start (WEBFETCH_ALLOWED_DOMAINS).
-	// The operator is trusted: an entry may name any host, localhost and
-	// IP addresses included, but it must be well formed (see Canonical).
-	// An entry that can only be internal (an IP literal, localhost, a name
-	// outside the public DNS such as nas.local) is reachable on any port
-	// without AllowPrivate; the checks stay on for every other host.
-	// Blank entries are skipped.
+	// Seed is the operator's list (WEBFETCH_ALLOWED_DOMAINS). It is kept
+	// in memory, never in Store, so it is authoritative: an entry removed
+	// from it is gone at the next start, and remove-domain cannot remove
+	// one. The operator is trusted: an entry may name any host, localhost,
+	// dotless names and IP addresses included, but it must be well formed
+	// (see Canonical). An entry that can only be internal (an IP literal,
+	// localhost, a name outside the public DNS such as nas.local) is
+	// reachable on any port without AllowPrivate; written with a port
+	// ("localhost:8080", "nas.local:5000") it is reachable on the ports
+	// so listed alone. The checks stay on for every other host, and a
+	// public host takes no port. Blank entries are skipped.
 	Seed []string
 	// AllowPrivate lifts the address and port checks, so loopback,
 	// private networks and any port can be fetched: for local
@@ -96,9 +109,12 @@ type Config struct {
 
 // Fetcher holds the web-fetch tools. Safe for concurrent use.
 type Fetcher struct {
-	store  Store
-	seeded map[string]bool
-	// internal are seeded hosts that can only be internal (IP literals,
+	store Store
+	// operator is the operator's list (Config.Seed), by canonical entry,
+	// with the ports an internal host's entries opened: nil when an entry
+	// named it without a port (any port).
+	operator map[string][]uint16
+	// internal are the operator's hosts that can only be internal (IP literals,
 	// localhost, special-use names such as .local): the operator named them
 	// on purpose, so the address and port checks are lifted for them alone.
 	internal     map[string]bool
@@ -118,11 +134,11 @@ type Fetcher struct {
 	checkAddr func(netip.AddrPort) error
 }
 
-// New checks cfg, seeds the allowlist and returns a Fetcher. A malformed
-// seed entry is an error that names it, and nothing is seeded then; a
-// store failure is returned wrapped. It logs a warning while
-// AllowPrivate is set. ctx bounds the seeding.
-func New(ctx context.Context, cfg Config) (*Fetcher, error) {
+// New checks cfg and returns a Fetcher. A malformed entry of Config.Seed
+// is an error that names it. It logs a warning while AllowPrivate is set.
+// It writes nothing to the store; ctx is kept for the signature's sake
+// and for checks a future version may make at start.
+func New(_ context.Context, cfg Config) (*Fetcher, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("webfetch: no Store")
 	}
@@ -131,7 +147,7 @@ func New(ctx context.Context, cfg Config) (*Fetcher, error) {
 	}
 	f := &Fetcher{
 		store:        cfg.Store,
-		seeded:       make(map[string]bool),
+		operator:     make(map[string][]uint16),
 		internal:     make(map[string]bool),
 		allowPrivate: cfg.AllowPrivate,
 		timeout:      orDefault(cfg.Timeout, DefaultTimeout),
@@ -150,22 +166,22 @@ func New(ctx context.Context, cfg Config) (*Fetcher, error) {
 	}
 	f.checkAddr = f.defaultCheckAddr
 
-	var seeds []string
+	anyPort := make(map[string]bool)
 	for _, s := range cfg.Seed {
 		if strings.TrimSpace(s) == "" {
 			continue
 		}
-		c, err := Canonical(s)
+		c, port, err := parseOperatorEntry(s)
 		if err != nil {
 			return nil, fmt.Errorf("webfetch: allowed domain %q: %w", s, err)
 		}
-		seeds = append(seeds, c)
-	}
-	for _, c := range seeds {
-		if _, err := f.store.AddDomain(ctx, c, SeededBy); err != nil {
-			return nil, fmt.Errorf("webfetch: seed allowlist with %s: %w", c, err)
+		switch {
+		case port == 0:
+			anyPort[c] = true
+			f.operator[c] = nil
+		case !anyPort[c] && !slices.Contains(f.operator[c], port):
+			f.operator[c] = append(f.operator[c], port)
 		}
-		f.seeded[c] = true
 		if isInternal(c) {
 			f.internal[c] = true
 		}
@@ -259,17 +275,81 @@ func (f *Fetcher) buildTools() ([]*prompt.Tool, error) {
 	return []*prompt.Tool{fetch, add, list, remove}, nil
 }
 
-// allowed loads the allowlist and reports whether canonical host h is on it.
+// allowed loads the allowlist and reports whether canonical host h is on
+// it: the operator's list or the entries humans added.
 func (f *Fetcher) allowed(ctx context.Context, h string) (bool, error) {
 	entries, err := f.store.Domains(ctx)
 	if err != nil {
 		return false, fmt.Errorf("read the allowlist: %w", err)
 	}
-	return newAllowlist(entries, f.seeded).matches(h), nil
+	return newAllowlist(entries, f.operator).matches(h), nil
+}
+
+// operatorPorts reports whether the operator listed canonical host h by
+// name (not through a wildcard), and which ports that opened: nil means
+// an entry named the host without a port, so an internal host is
+// reachable on any port (a public one on 80 and 443, as always); non-nil
+// lists the only ports an internal host may be fetched on.
+func (f *Fetcher) operatorPorts(h string) (ports []uint16, listed bool) {
+	ports, listed = f.operator[h]
+	return ports, listed
+}
+
+// checkTarget refuses, before anyone is asked, what a checked URL t could
+// only fail at or should never reach, beyond what checkParsed knows: a
+// port the operator did not open on an internal host it listed with
+// ports; and, for hosts the operator did not list by name, a dotless name
+// (only a local network resolves one), a cloud metadata service's name,
+// and a name that spells a private, loopback or metadata address. With
+// AllowPrivate, dotless names and private spellings pass: they are what
+// local development reaches; metadata never does.
+func (f *Fetcher) checkTarget(t target) error {
+	h := t.host
+	port := defaultPort(t.url)
+	if ports, listed := f.operatorPorts(h); listed {
+		if ports != nil && !slices.Contains(ports, port) {
+			return fmt.Errorf("%w: the operator's list opens %s on port %s only, not on port %d", ErrBlocked, h, joinPorts(ports), port)
+		}
+		return nil
+	}
+	if _, isIP := parseIP(h); isIP {
+		return nil // the address checks see the address itself
+	}
+	if !strings.Contains(h, ".") && !f.allowPrivate {
+		return fmt.Errorf("%w: %q has no dot: a one-label name only resolves inside a local network, which web-fetch does not reach; "+
+			"give the site's full domain name (like docs.example.com)", ErrBlocked, h)
+	}
+	inward := func(ip netip.Addr) bool { return f.checkAddr(netip.AddrPortFrom(ip, 443)) != nil }
+	if err := inwardName(h, inward); err != nil {
+		return fmt.Errorf("%w: %q %v", ErrBlocked, h, err)
+	}
+	return nil
+}
+
+// defaultPort is u's port, or its scheme's when none is written.
+func defaultPort(u *url.URL) uint16 {
+	if n, err := strconv.ParseUint(u.Port(), 10, 16); err == nil {
+		return uint16(n)
+	}
+	if u.Scheme == "http" {
+		return 80
+	}
+	return 443
+}
+
+func joinPorts(ports []uint16) string {
+	s := make([]string, len(ports))
+	for i, p := range ports {
+		s[i] = strconv.Itoa(int(p))
+	}
+	return strings.Join(s, ", ")
 }
 
 func (f *Fetcher) fetchGate(ctx context.Context, in fetchInput) (prompt.Requirement, error) {
 	t, err := f.checkURL(in.URL)
+	if err == nil {
+		err = f.checkTarget(t)
+	}
 	if err != nil {
 		return prompt.Requirement{}, err
 	}
@@ -288,6 +368,9 @@ func (f *Fetcher) fetchGate(ctx context.Context, in fetchInput) (prompt.Requirem
 
 func (f *Fetcher) fetchInvoke(ctx context.Context, in fetchInput) (string, error) {
 	t, err := f.checkURL(in.URL)
+	if err == nil {
+		err = f.checkTarget(t)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -307,59 +390,137 @@ func (f *Fetcher) fetchInvoke(ctx context.Context, in fetchInput) (string, error
 	return f.fetch(ctx, t, approvedHost)
 }
 
-func (f *Fetcher) addGate(_ context.Context, in domainInput) (prompt.Requirement, error) {
-	// Validating here, before anyone is asked, spares the human a question
-	// whose answer could only be an error.
-	c, err := ValidateNewDomain(in.Domain)
-	if err != nil {
-		return prompt.Requirement{}, err
-	}
-	reason := AddDomainReason
-	if strings.Contains(c, "xn--") {
-		// The human sees the model's Unicode text, which may imitate
-		// another name; show what would really be stored.
-		reason += fmt.Sprintf(" It is stored as %q.", c)
-	}
-	return prompt.Requirement{Required: true, Reason: reason}, nil
-}
-
-func (f *Fetcher) addInvoke(ctx context.Context, in domainInput) (string, error) {
-	c, err := ValidateNewDomain(in.Domain)
+// validateAdd is add-domain's check of its input, in the gate and again
+// in invoke: a domain the model may add, written as it will be stored.
+func validateAdd(written string) (string, error) {
+	c, err := ValidateNewDomain(written)
 	if err != nil {
 		return "", err
 	}
-	by := "agent"
-	if ci, ok := prompt.CallFromContext(ctx); ok {
+	if err := checkWritten(written, c); err != nil {
+		return "", err
+	}
+	return c, nil
+}
+
+// listedAs reports whether canonical entry c is on the allowlist as it
+// stands (not merely covered by a wildcard): on the operator's list, or
+// added by a human.
+func (f *Fetcher) listedAs(ctx context.Context, c string) (operator, added bool, err error) {
+	if _, ok := f.operator[c]; ok {
+		return true, false, nil
+	}
+	entries, err := f.store.Domains(ctx)
+	if err != nil {
+		return false, false, fmt.Errorf("read the allowlist: %w", err)
+	}
+	return false, slices.Contains(entries, c), nil
+}
+
+func (f *Fetcher) addGate(ctx context.Context, in domainInput) (prompt.Requirement, error) {
+	// Validating here, before anyone is asked, spares the human a question
+	// whose answer could only be an error, or one about a name other than
+	// the one written.
+	c, err := validateAdd(in.Domain)
+	if err != nil {
+		return prompt.Requirement{}, err
+	}
+	op, added, err := f.listedAs(ctx, c)
+	if err != nil {
+		return prompt.Requirement{}, err
+	}
+	if op || added {
+		// Nothing would change: no one need be asked.
+		return prompt.Requirement{Reason: fmt.Sprintf("%s is already on the allowlist.", c)}, nil
+	}
+	return prompt.Requirement{Required: true, Reason: AddDomainReason(c)}, nil
+}
+
+func (f *Fetcher) addInvoke(ctx context.Context, in domainInput) (string, error) {
+	c, err := validateAdd(in.Domain)
+	if err != nil {
+		return "", err
+	}
+	op, added, err := f.listedAs(ctx, c)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case op:
+		return fmt.Sprintf("%s is already on the operator's list; nothing changed.", c), nil
+	case added:
+		return fmt.Sprintf("%s is already on the allowlist; nothing changed.", c), nil
+	}
+	// The gate asks a human whenever something would change; this is the
+	// second lock, should Invoke ever be reached without that answer.
+	ci, ok := prompt.CallFromContext(ctx)
+	if !ok || !ci.Approved {
+		return "", fmt.Errorf("adding %s needs a human's approval and this call was not approved; nothing was added", c)
+	}
+	by := ci.ApprovedBy
+	if by == "" {
 		by = fmt.Sprintf("prompt %s call %s", ci.PromptID, ci.CallID)
 	}
-	added, err := f.store.AddDomain(ctx, c, by)
+	ok, err = f.store.AddDomain(ctx, c, by)
 	if err != nil {
 		return "", fmt.Errorf("add %s to the allowlist: %w", c, err)
 	}
-	if !added {
+	if !ok {
 		return fmt.Sprintf("%s is already on the allowlist; nothing changed.", c), nil
 	}
-	f.log.InfoContext(ctx, "web-fetch allowlist extended", "domain", c, "by", by)
+	f.log.InfoContext(ctx, "web-fetch allowlist extended", "domain", c, "by", by, "prompt", ci.PromptID, "call", ci.CallID)
 	return fmt.Sprintf("Added %s to the allowlist.", c), nil
 }
 
 func (f *Fetcher) listInvoke(ctx context.Context, _ noInput) (string, error) {
-	entries, err := f.store.Domains(ctx)
+	entries, err := f.store.Entries(ctx)
 	if err != nil {
 		return "", fmt.Errorf("read the allowlist: %w", err)
 	}
-	if len(entries) == 0 {
+	lines := make([]string, 0, len(entries)+len(f.operator))
+	for c, ports := range f.operator {
+		from := "operator"
+		if ports != nil {
+			from = "port " + joinPorts(ports) + " only; operator"
+		}
+		lines = append(lines, listLine(c, from))
+	}
+	for c, by := range entries {
+		if _, op := f.operator[c]; !op {
+			lines = append(lines, listLine(c, "added by "+by))
+		}
+	}
+	if len(lines) == 0 {
 		return "The allowlist is empty.", nil
 	}
-	return "Allowed domains:\n" + strings.Join(entries, "\n"), nil
+	slices.Sort(lines)
+	return "Allowed domains (operator: from the bot's configuration, only the operator can remove them):\n" + strings.Join(lines, "\n"), nil
+}
+
+// listLine is one line of list-domains: the entry and where it came from,
+// with the Unicode form of an international name.
+func listLine(c, from string) string {
+	if u := unicodeForm(c); u != c {
+		from = u + "; " + from
+	}
+	return c + " (" + from + ")"
 }
 
 func (f *Fetcher) removeInvoke(ctx context.Context, in domainInput) (string, error) {
-	// Canonical, not ValidateNewDomain: the operator may have seeded hosts
-	// the strict rules refuse, and taking access away is always fine.
+	// Canonical, not ValidateNewDomain: a human may have added a name the
+	// rules now refuse, and taking access away is always fine.
 	c, err := Canonical(in.Domain)
 	if err != nil {
+		// "localhost:8080" as list-domains shows it.
+		if h, _, perr := parseOperatorEntry(in.Domain); perr == nil {
+			c, err = h, nil
+		}
+	}
+	if err != nil {
 		return "", err
+	}
+	if _, op := f.operator[c]; op {
+		return "", fmt.Errorf("%s is on the operator's list (WEBFETCH_ALLOWED_DOMAINS); only the operator can remove it", c)
 	}
 	removed, err := f.store.RemoveDomain(ctx, c)
 	if err != nil {
@@ -369,9 +530,5 @@ func (f *Fetcher) removeInvoke(ctx context.Context, in domainInput) (string, err
 		return fmt.Sprintf("%s was not on the allowlist; nothing changed.", c), nil
 	}
 	f.log.InfoContext(ctx, "web-fetch allowlist shrunk", "domain", c)
-	msg := fmt.Sprintf("Removed %s from the allowlist.", c)
-	if f.seeded[c] {
-		msg += " It is in the bot's configured list, so it returns at the next start."
-	}
-	return msg, nil
+	return fmt.Sprintf("Removed %s from the allowlist.", c), nil
 }
