@@ -252,7 +252,9 @@ func cut(v, s string, n int) string {
 // raw bytes: it is read in a viewer that shows a right-to-left override or
 // a zero-width space no better than the chat does, and the user approves
 // what they read. The message also says how many characters in it are
-// marked, so that nobody has to open the file to learn that it hides some.
+// marked, so that nobody has to open the file to learn that it hides some;
+// it says so without spelling a marker, as every "[U+" in the message
+// stands for a character.
 func renderApproval(req prompt.ApprovalRequest) approvalView {
 	input := shownInput(req.Input)
 	build := func(inline bool) *htmlText {
@@ -266,7 +268,7 @@ func renderApproval(req prompt.ApprovalRequest) approvalView {
 		} else {
 			h.text(fmt.Sprintf("\nInput: %d characters, too long to show here; it is attached whole as input-%s.json.", utf16Len(input), oneLine(req.ApprovalID)))
 			if n := markedIn(input, string(req.Input)); n > 0 {
-				h.text(fmt.Sprintf(" In it, %d hidden or line-breaking characters are shown as [U+XXXX].", n))
+				h.text(fmt.Sprintf(" It holds %d hidden or line-breaking characters, each shown as its code point in brackets.", n))
 			}
 		}
 		if len(req.Queued) > 0 {
