@@ -57,45 +57,90 @@ func isBidi(r rune) bool {
 	return (r >= 0x202A && r <= 0x202E) || (r >= 0x2066 && r <= 0x2069) || r == 0x200E || r == 0x200F || r == 0x061C
 }
 
-// isInvisible reports characters that show nothing, so that two different
-// arguments could look the same.
+// isInvisible reports characters a reader of the request cannot see, or
+// that move text onto another line, so that two different arguments could
+// look the same or part of one could hide. It is the reader's view that
+// decides, not the Unicode category alone:
+//
+//   - everything Go does not count as printable: controls (Cc, including
+//     tab, CR, NEL), format characters (Cf: bidi controls, zero-width
+//     space and joiners, soft hyphen, BOM, U+180E, tag characters), line
+//     and paragraph separators (Zl U+2028, Zp U+2029), every space but
+//     U+0020 (Zs: U+00A0, U+1680, U+2000-U+200A, U+202F, U+205F, U+3000,
+//     each of which looks like a plain space or like nothing), private use
+//     (Co) and unassigned code points (Cn), which fonts draw as nothing or
+//     as the same box;
+//   - printable characters that are default-ignorable or draw blank: the
+//     Hangul fillers U+115F, U+1160, U+3164, U+FFA0, the combining
+//     grapheme joiner U+034F, Khmer U+17B4/U+17B5, the variation selectors
+//     (U+FE00-U+FE0F, U+180B-U+180F, U+E0100-U+E01EF), and U+2800 BRAILLE
+//     PATTERN BLANK, U+1D159 MUSICAL SYMBOL NULL NOTEHEAD, U+16FE4 KHITAN
+//     SMALL SCRIPT FILLER, which Unicode does not list but fonts draw empty.
+//
+// Newline is the one exception: callers keep it only where it is
+// structure (the pretty-printer's own lines); oneLine marks it elsewhere.
+// Look-alike letters (Cyrillic "а" for Latin "a") and composed versus
+// decomposed accents are visible characters and are not marked; a domain
+// to be stored is named in punycode for that.
 func isInvisible(r rune) bool {
 	switch {
-	case r == '\n' || r == '\t':
+	case r >= 0x20 && r < 0x7F, r == '\n':
 		return false
-	case isBidi(r), r >= 0x200B && r <= 0x200D, r >= 0x2060 && r <= 0x2064, r == 0xFEFF, r == 0x00AD, r == 0x180E, r == 0x034F:
+	case !unicode.IsPrint(r),
+		unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r),
+		unicode.Is(unicode.Variation_Selector, r):
 		return true
 	}
-	return unicode.IsControl(r) || unicode.In(r, unicode.Cf)
+	return r == 0x2800 || r == 0x1D159 || r == 0x16FE4
 }
 
 func marker(r rune) string { return fmt.Sprintf("[U+%04X]", r) }
 
 // visible replaces invisible and direction-changing characters with a
-// marker naming them, so that what a human approves is what runs.
+// marker naming them, so that what a human approves is what runs. It
+// leaves markers alone, so text already shown can be shown again.
 func visible(s string) string { return markRunes(s, isInvisible) }
 
 // markRunes replaces each rune of s that hidden reports with its marker.
+// A byte that is not UTF-8 is marked as U+FFFD, the character every JSON
+// decoder (the tool's too) reads it as; left raw, Telegram would refuse
+// the message.
 func markRunes(s string, hidden func(rune) bool) string {
-	if strings.IndexFunc(s, hidden) < 0 {
+	if utf8.ValidString(s) && strings.IndexFunc(s, hidden) < 0 {
 		return s
 	}
 	var b strings.Builder
-	for _, r := range s {
-		if hidden(r) {
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1, hidden(r):
 			b.WriteString(marker(r))
-		} else {
-			b.WriteRune(r)
+		default:
+			b.WriteString(s[i : i+n])
 		}
+		i += n
 	}
 	return b.String()
 }
 
 // oneLine is visible for a value shown on one line: a newline in it is
-// shown as ⏎, so it cannot start a line of its own such as "✅ Approved".
+// marked too, so it cannot start a line of its own such as "✅ Approved".
 func oneLine(s string) string {
-	return strings.ReplaceAll(visible(s), "\n", "⏎")
+	return strings.ReplaceAll(visible(s), "\n", marker('\n'))
 }
+
+// literalMarkers marks the '[' of every "[U+" already in s, so that in what
+// exact shows every "[U+XXXX]" is a marker: an argument holding the text
+// "[U+202E]" cannot pass for one holding U+202E. Only the request's own
+// values go through it; visible and oneLine must stay idempotent, as text
+// already shown (a who name, a message's text) is shown through them again.
+func literalMarkers(s string) string {
+	return strings.ReplaceAll(s, "[U+", marker('[')+"U+")
+}
+
+// exact is visible with literal markers marked: what the request shows of
+// a value that will run reads back to exactly that value.
+func exact(s string) string { return visible(literalMarkers(s)) }
 
 // answerVisible makes only bidi controls visible: model answers may carry
 // zero-width joiners that emoji need.
@@ -131,14 +176,23 @@ type approvalView struct {
 	Document []byte
 }
 
-// prettyInput indents the input as it was sent, without decoding it, so
-// duplicate keys and number spellings stay exactly as the tool sees them.
-func prettyInput(raw json.RawMessage) string {
+// shownInput is the input as the request shows it: indented as it was
+// sent, without decoding it, so duplicate keys and number spellings stay
+// exactly as the tool sees them, and marked by exact. The model's raw
+// arguments are validated JSON, so a control character (newline included)
+// can only be escaped inside a string ("\n" shows as those two
+// characters) and every newline left is the pretty-printer's; but a line
+// or paragraph separator, a blank-drawing character or any odd space can
+// be raw in a string, and exact marks those.
+func shownInput(raw json.RawMessage) string {
 	var buf bytes.Buffer
 	if err := json.Indent(&buf, raw, "", "  "); err != nil {
-		return string(raw)
+		// Not JSON: no newline in it is the pretty-printer's.
+		return strings.ReplaceAll(exact(string(raw)), "\n", marker('\n'))
 	}
-	return buf.String()
+	// Indent keeps whitespace after the value as sent; it means nothing to
+	// JSON and would show as blank lines that are not the pretty-printer's.
+	return exact(strings.TrimRight(buf.String(), " \t\r\n"))
 }
 
 // Bounds, in UTF-16 units, on the values shown around the input, so that a
@@ -171,29 +225,51 @@ func cutUnits(s string, n int) string {
 // nothing is shortened silently. The cut comes after visible, whose
 // markers can make a value eight times longer, so that the bound holds for
 // what Telegram counts.
-func clip(s string, n int) string {
-	v := oneLine(s)
+func clip(s string, n int) string { return cut(oneLine(s), s, n) }
+
+// clipExact is clip for the values of a request, which will run: literal
+// markers in them are marked too (see literalMarkers).
+func clipExact(s string, n int) string { return cut(oneLine(literalMarkers(s)), s, n) }
+
+// cut shortens v, the shown form of s, to n UTF-16 units. A marker the cut
+// would split is dropped whole: half of one would read as text.
+func cut(v, s string, n int) string {
 	if utf16Len(v) <= n {
 		return v
 	}
-	return cutUnits(v, n) + fmt.Sprintf("… (%d characters in all)", utf8.RuneCountInString(s))
+	v = cutUnits(v, n)
+	if i := strings.LastIndex(v, "[U+"); i >= 0 && !strings.Contains(v[i:], "]") {
+		v = v[:i]
+	}
+	return v + fmt.Sprintf("… (%d characters in all)", utf8.RuneCountInString(s))
 }
 
 // renderApproval shows a request: tool, reason, input and what is queued
-// after it. Every value is escaped and made visible; an input too long for
-// one message is announced with its length and returned as a document.
+// after it. Every value is escaped and marked by exact; an input too long
+// for one message is announced with its length and returned as a document.
+//
+// The document carries the same marking as the message rather than the
+// raw bytes: it is read in a viewer that shows a right-to-left override or
+// a zero-width space no better than the chat does, and the user approves
+// what they read. The message also says how many characters in it are
+// marked, so that nobody has to open the file to learn that it hides some;
+// it says so without spelling a marker, as every "[U+" in the message
+// stands for a character.
 func renderApproval(req prompt.ApprovalRequest) approvalView {
-	input := visible(prettyInput(req.Input))
+	input := shownInput(req.Input)
 	build := func(inline bool) *htmlText {
 		h := &htmlText{}
-		h.tag("🔐 ").wrap("b", "Approval needed").text("\nTool: ").wrap("code", clip(req.ToolName, maxNameLength))
+		h.tag("🔐 ").wrap("b", "Approval needed").text("\nTool: ").wrap("code", clipExact(req.ToolName, maxNameLength))
 		if req.Reason != "" {
-			h.text("\nReason: " + clip(req.Reason, maxReasonLength))
+			h.text("\nReason: " + clipExact(req.Reason, maxReasonLength))
 		}
 		if inline {
 			h.text("\nInput:\n").wrap("pre", input)
 		} else {
-			h.text(fmt.Sprintf("\nInput: %d characters, too long to show here; it is attached whole as input-%s.json.", utf16Len(input), req.ApprovalID))
+			h.text(fmt.Sprintf("\nInput: %d characters, too long to show here; it is attached whole as input-%s.json.", utf16Len(input), oneLine(req.ApprovalID)))
+			if n := markedIn(input, string(req.Input)); n > 0 {
+				h.text(fmt.Sprintf(" It holds %d hidden or line-breaking characters, each shown as its code point in brackets.", n))
+			}
 		}
 		if len(req.Queued) > 0 {
 			h.text(fmt.Sprintf("\nQueued after it (%d), each asks again if it needs approval:", len(req.Queued)))
@@ -202,7 +278,7 @@ func renderApproval(req prompt.ApprovalRequest) approvalView {
 					h.text(fmt.Sprintf("\n…and %d more.", len(req.Queued)-maxQueuedShown))
 					break
 				}
-				h.text(fmt.Sprintf("\n%d. ", i+1)).wrap("code", clip(q.Name, maxNameLength)).text(" ").wrap("code", clip(q.Arguments, maxQueuedArgs))
+				h.text(fmt.Sprintf("\n%d. ", i+1)).wrap("code", clipExact(q.Name, maxNameLength)).text(" ").wrap("code", clipExact(q.Arguments, maxQueuedArgs))
 			}
 		}
 		return h
@@ -210,7 +286,13 @@ func renderApproval(req prompt.ApprovalRequest) approvalView {
 	if h := build(true); h.n <= maxText-outcomeRoom {
 		return approvalView{HTML: h.b.String()}
 	}
-	return approvalView{HTML: build(false).b.String(), Document: []byte(prettyInput(req.Input))}
+	return approvalView{HTML: build(false).b.String(), Document: []byte(input)}
+}
+
+// markedIn counts the hidden characters marked in shown, the exact form of
+// raw: its markers less those that mark a literal "[U+" of raw.
+func markedIn(shown, raw string) int {
+	return strings.Count(shown, "[U+") - strings.Count(raw, "[U+")
 }
 
 // outcomeLine is added to every copy of a decided request. Telegram counts

@@ -23,7 +23,7 @@ func TestVisibleMarksHiddenCharacters(t *testing.T) {
 			t.Errorf("visible(%q) = %q, want %q", in, got, want)
 		}
 	}
-	if got := oneLine("a\n✅ Approved"); got != "a⏎✅ Approved" {
+	if got := oneLine("a\n✅ Approved"); got != "a[U+000A]✅ Approved" {
 		t.Errorf("oneLine = %q", got)
 	}
 	// Emoji sequences survive in answers.
