@@ -42,6 +42,8 @@ const (
 	DefaultMaxBody   = 2 << 20
 	DefaultMaxResult = 20000
 	DefaultUserAgent = "Tollgate/1 (Telegram agent bot; web-fetch tool)"
+	// DefaultMaxConcurrent bounds the fetches running at once.
+	DefaultMaxConcurrent = 4
 )
 
 // maxRedirects bounds the hops of one fetch.
@@ -92,6 +94,14 @@ type Config struct {
 	// net.Resolver).
 	Resolver Resolver
 	Logger   *slog.Logger // default: discard
+	// Ports are opened for fetches besides 80 and 443
+	// (WEBFETCH_PORTS), for every host; the address checks still apply
+	// on them. Each must be 1-65535.
+	Ports []int
+	// MaxConcurrent bounds the fetches that run at once
+	// (WEBFETCH_MAX_CONCURRENT, default DefaultMaxConcurrent), and with
+	// it the memory they take; a further fetch waits for a free slot.
+	MaxConcurrent int
 }
 
 // Fetcher holds the web-fetch tools. Safe for concurrent use.
@@ -116,6 +126,8 @@ type Fetcher struct {
 	// checkAddr decides whether an address may be connected to; every
 	// address check goes through it, at parse time and at connect time.
 	checkAddr func(netip.AddrPort) error
+	ports     []uint16      // opened besides 80 and 443 (Config.Ports)
+	slots     chan struct{} // one token per running fetch (Config.MaxConcurrent)
 }
 
 // New checks cfg, seeds the allowlist and returns a Fetcher. A malformed
@@ -149,6 +161,16 @@ func New(ctx context.Context, cfg Config) (*Fetcher, error) {
 		f.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	f.checkAddr = f.defaultCheckAddr
+	for _, p := range cfg.Ports {
+		if p < 1 || p > 65535 {
+			return nil, fmt.Errorf("webfetch: port %d is not a port (1-65535)", p)
+		}
+		f.ports = append(f.ports, uint16(p))
+	}
+	if cfg.MaxConcurrent < 0 {
+		return nil, errors.New("webfetch: MaxConcurrent must not be negative")
+	}
+	f.slots = make(chan struct{}, orDefault(cfg.MaxConcurrent, DefaultMaxConcurrent))
 
 	var seeds []string
 	for _, s := range cfg.Seed {
@@ -174,8 +196,8 @@ func New(ctx context.Context, cfg Config) (*Fetcher, error) {
 		f.log.Warn("web-fetch may reach private addresses and any port (WEBFETCH_ALLOW_PRIVATE): for local development only")
 	}
 
-	dialer := &net.Dialer{Timeout: 10 * time.Second, Control: f.control}
-	internalDialer := &net.Dialer{Timeout: 10 * time.Second, Control: f.controlInternal}
+	dialer := &net.Dialer{Timeout: 10 * time.Second, ControlContext: f.control}
+	internalDialer := &net.Dialer{Timeout: 10 * time.Second, ControlContext: f.controlInternal}
 	f.client = &http.Client{
 		Transport: &http.Transport{
 			// No proxy: a proxy would connect on our behalf, out of
