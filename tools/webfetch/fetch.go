@@ -509,27 +509,37 @@ func (f *Fetcher) render(ctx context.Context, u *url.URL, resp *http.Response) (
 		return "", fmt.Errorf("fetch %s: the body is binary although it is labelled %s", u.Redacted(), media)
 	}
 	text := strings.ToValidUTF8(string(body), "\uFFFD")
-	pruned := false
+	pruned, plain := false, false
 	if kind == kindHTML {
-		doc, err := html.Parse(strings.NewReader(text))
-		if err != nil {
-			return "", fmt.Errorf("fetch %s: parse HTML: %w", u.Redacted(), err)
+		// The model sees MaxResult characters at most; parsing and
+		// converting the rest of a large page would only make garbage
+		// (the converter allocates ~90 bytes per input byte), and a page
+		// of bare markup costs far more: the scan bounds both.
+		scan := scanMarkup(text, 2*f.maxResult)
+		if scan.plain {
+			plain = true
+			text, pruned = plainText(text, f.maxResult)
+		} else {
+			doc, err := html.Parse(strings.NewReader(text[:scan.end]))
+			if err != nil {
+				return "", fmt.Errorf("fetch %s: parse HTML: %w", u.Redacted(), err)
+			}
+			pruned = pruneAfterText(doc, 2*f.maxResult) || scan.cut
+			md, err := f.conv.ConvertNode(doc, converter.WithContext(ctx), converter.WithDomain(u.String()))
+			if err != nil {
+				return "", fmt.Errorf("fetch %s: convert HTML: %w", u.Redacted(), err)
+			}
+			text = string(md)
 		}
-		// The model sees MaxResult characters at most; converting the
-		// rest of a large page would only make garbage (the converter
-		// allocates ~90 bytes per input byte).
-		pruned = pruneAfterText(doc, 2*f.maxResult)
-		md, err := f.conv.ConvertNode(doc, converter.WithContext(ctx), converter.WithDomain(u.String()))
-		if err != nil {
-			return "", fmt.Errorf("fetch %s: convert HTML: %w", u.Redacted(), err)
-		}
-		text = string(md)
 	}
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "Fetched %s (%s)\n", u.String(), media)
 	if bodyCut {
 		fmt.Fprintf(&b, "[The body was longer than %d bytes; only the first %d were read.]\n", f.maxBody, f.maxBody)
+	}
+	if plain {
+		b.WriteString("[The page has more markup than can be converted; its text is shown without formatting.]\n")
 	}
 	b.WriteString("\n")
 	switch n := utf8.RuneCountInString(text); {
@@ -539,6 +549,9 @@ func (f *Fetcher) render(ctx context.Context, u *url.URL, resp *http.Response) (
 	case n > f.maxResult:
 		b.WriteString(cutRunes(text, f.maxResult))
 		fmt.Fprintf(&b, "\n\n[Cut: the content has %d characters; only the first %d are shown.]", n, f.maxResult)
+	case pruned:
+		b.WriteString(text)
+		b.WriteString("\n\n[Cut: the page goes on, but the rest could not be read.]")
 	default:
 		b.WriteString(text)
 	}

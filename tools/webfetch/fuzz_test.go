@@ -160,6 +160,9 @@ func FuzzRenderHTML(f *testing.F) {
 		"<ul><li><ol><li>x</ol></ul>", "<code>`a``b`</code>", "<meta charset=utf-16><p>x",
 		"<svg><foreignObject><p>x</svg>", "<select><option>x<template><p>y</template>", "<img src=x alt='[a](b)'>",
 		"<blockquote><blockquote>> x</blockquote></blockquote>", "<h1>#</h1><hr><br>",
+		// Past the markup bounds: the plain-text reading.
+		strings.Repeat("<a>", maxElements+1) + "x", strings.Repeat("<div>", maxDepth+1) + "<script>x</script>y",
+		strings.Repeat("<td>", maxElements) + "<div " + strings.Repeat("a ", maxTokenBytes) + ">",
 	} {
 		f.Add(s)
 	}
