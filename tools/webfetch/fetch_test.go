@@ -407,6 +407,11 @@ func TestControlVerdicts(t *testing.T) {
 		{"tcp6", "[::ffff:169.254.169.254]:80", false, false},
 		{"tcp6", "[fd00:ec2::254]:80", false, false},
 		{"tcp4", "100.100.100.200:80", false, false},
+		{"tcp4", "168.63.129.16:80", false, false},
+		{"tcp4", "192.0.0.192:80", false, false},
+		{"tcp6", "[fd00:ec2::23]:80", false, false},
+		{"tcp6", "[fd20:ce::254]:80", false, false},
+		{"tcp6", "[2002:a83f:8110::1]:80", false, false},
 		{"udp4", "93.184.215.14:443", false, false},
 	}
 	for _, tt := range tests {

@@ -100,6 +100,7 @@ func FuzzCheckURL(f *testing.F) {
 		"//example.com/", "http://[64:ff9b::a9fe:a9fe]/", "http://[2002:a9fe:a9fe::]/",
 		"http://example.com\\@evil.com/", "http://ｅｘａｍｐｌｅ．ｃｏｍ/", "http://１２７．０．０．１/",
 		"http://[::]/", "http://localhost./", "http://foo.localhost/", "http://nas.local/",
+		"http://168.63.129.16/", "http://[::ffff:168.63.129.16]/", "http://192.0.0.192/", "http://[fd00:ec2::23]/",
 	} {
 		f.Add(s)
 	}

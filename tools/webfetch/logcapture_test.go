@@ -12,9 +12,15 @@ import (
 type logCapture struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
+	// onWrite, when set before the logger is used, sees each line: a
+	// test waits on it instead of sleeping.
+	onWrite func(line string)
 }
 
 func (c *logCapture) Write(p []byte) (int, error) {
+	if c.onWrite != nil {
+		c.onWrite(string(p))
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.buf.Write(p)
