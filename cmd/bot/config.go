@@ -44,15 +44,19 @@ type config struct {
 	// AgentWorkers is how many prompts the agent advances at once (model
 	// requests and tools running at the same time); 0 leaves it to
 	// prompt.Config's default.
-	AgentWorkers         int           `env:"AGENT_WORKERS"`
-	DatabasePath         string        `env:"DATABASE_PATH" envDefault:"data/tollgate.db"`
-	WebfetchDomains      []string      `env:"WEBFETCH_ALLOWED_DOMAINS" envSeparator:","`
-	WebfetchAllowPrivate bool          `env:"WEBFETCH_ALLOW_PRIVATE"`
-	LogLevel             string        `env:"LOG_LEVEL" envDefault:"info"`
-	WebhookURL           string        `env:"WEBHOOK_URL"`
-	WebhookSecret        string        `env:"WEBHOOK_SECRET"`
-	ListenAddr           string        `env:"LISTEN_ADDR"`
-	ShutdownTimeout      time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"30s"`
+	AgentWorkers         int      `env:"AGENT_WORKERS"`
+	DatabasePath         string   `env:"DATABASE_PATH" envDefault:"data/tollgate.db"`
+	WebfetchDomains      []string `env:"WEBFETCH_ALLOWED_DOMAINS" envSeparator:","`
+	WebfetchAllowPrivate bool     `env:"WEBFETCH_ALLOW_PRIVATE"`
+	// WebfetchPorts opens ports besides 80 and 443; WebfetchMaxConcurrent
+	// bounds fetches at once (0: webfetch's default).
+	WebfetchPorts         []int         `env:"WEBFETCH_PORTS" envSeparator:","`
+	WebfetchMaxConcurrent int           `env:"WEBFETCH_MAX_CONCURRENT"`
+	LogLevel              string        `env:"LOG_LEVEL" envDefault:"info"`
+	WebhookURL            string        `env:"WEBHOOK_URL"`
+	WebhookSecret         string        `env:"WEBHOOK_SECRET"`
+	ListenAddr            string        `env:"LISTEN_ADDR"`
+	ShutdownTimeout       time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"30s"`
 
 	allowedUsers []int64
 	logLevel     slog.Level
@@ -134,6 +138,14 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if cfg.AgentWorkers < 0 {
 		errs = append(errs, fmt.Errorf("AGENT_WORKERS: %d must not be negative (leave it unset for the default)", cfg.AgentWorkers))
 	}
+	for _, p := range cfg.WebfetchPorts {
+		if p < 1 || p > 65535 {
+			errs = append(errs, fmt.Errorf("WEBFETCH_PORTS: %d is not a port (1-65535)", p))
+		}
+	}
+	if cfg.WebfetchMaxConcurrent < 0 {
+		errs = append(errs, fmt.Errorf("WEBFETCH_MAX_CONCURRENT: %d must not be negative (leave it unset for the default)", cfg.WebfetchMaxConcurrent))
+	}
 	return cfg, errors.Join(errs...)
 }
 
@@ -168,6 +180,8 @@ func kindOf(goType string) string {
 		return "duration (for example 30s or 2m)"
 	case "int":
 		return "whole number"
+	case "[]int":
+		return "comma-separated list of whole numbers"
 	default:
 		return goType
 	}
@@ -229,6 +243,8 @@ func (c config) summary() []any {
 		"database_path", c.DatabasePath,
 		"webfetch_allowed_domains", c.WebfetchDomains,
 		"webfetch_allow_private", c.WebfetchAllowPrivate,
+		"webfetch_ports", c.WebfetchPorts,
+		"webfetch_max_concurrent", orDefault(c.WebfetchMaxConcurrent),
 		"mode", mode,
 		"webhook_url", c.WebhookURL,
 		"webhook_secret", mask(c.WebhookSecret),

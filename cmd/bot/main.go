@@ -112,11 +112,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}()
 
 	fetcher, err := webfetch.New(ctx, webfetch.Config{
-		Store:        db,
-		Seed:         cfg.WebfetchDomains,
-		AllowPrivate: cfg.WebfetchAllowPrivate,
-		UserAgent:    "Tollgate/" + buildVersion() + " (Telegram bot; web-fetch tool)",
-		Logger:       log,
+		Store:         db,
+		Seed:          cfg.WebfetchDomains,
+		AllowPrivate:  cfg.WebfetchAllowPrivate,
+		Ports:         cfg.WebfetchPorts,
+		MaxConcurrent: cfg.WebfetchMaxConcurrent,
+		UserAgent:     "Tollgate/" + buildVersion() + " (Telegram bot; web-fetch tool)",
+		Logger:        log,
 	})
 	if err != nil {
 		return fmt.Errorf("web-fetch (WEBFETCH_ALLOWED_DOMAINS): %w", err)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,17 +24,50 @@ import (
 )
 
 // ErrBlocked marks a destination refused by the network checks: a private
-// or reserved address, a port other than 80 and 443, a cloud metadata
-// address.
+// or reserved address, a port the operator has not opened, a cloud
+// metadata address.
 var ErrBlocked = errors.New("destination not allowed")
 
-// metadataAddrs answer cloud instance-metadata requests (credentials!).
-// They are refused even when AllowPrivate lifts the other checks.
+// blockedError is a refusal by the network checks. Its text is what the
+// model reads, so it says why without naming the address: at connect time
+// that is what a name resolved to, which the model has no business
+// knowing. The address goes to the log instead.
+type blockedError struct {
+	why  string         // for the model
+	addr netip.AddrPort // for the log; zero when the refusal is not about one address
+	err  error          // the guard's own words, for the log
+}
+
+func (e *blockedError) Error() string { return ErrBlocked.Error() + ": " + e.why }
+func (e *blockedError) Unwrap() error { return ErrBlocked }
+
+// metadataAddrs answer cloud instance-metadata or credential requests, or
+// are a cloud host's private control channel. They are refused in every
+// mode: under AllowPrivate, for hosts the operator seeded, and (for the
+// public 168.63.129.16) where the private-address guard would let them by.
+// Sources: each provider's documentation of its metadata service.
 var metadataAddrs = []netip.Prefix{
-	netip.MustParsePrefix("169.254.0.0/16"),      // AWS, GCP, Azure, OCI, ECS task metadata
-	netip.MustParsePrefix("fd00:ec2::254/128"),   // AWS over IPv6
-	netip.MustParsePrefix("100.100.100.200/32"),  // Alibaba Cloud
-	netip.MustParsePrefix("fe80::a9fe:a9fe/128"), // 169.254.169.254 embedded in link-local IPv6
+	// AWS IMDS and ECS task metadata (169.254.169.254, 169.254.170.2), EKS
+	// Pod Identity (169.254.170.23), GCP (metadata.google.internal resolves
+	// here), Azure IMDS, OCI, DigitalOcean, Hetzner, Linode/Akamai,
+	// OpenStack, Tencent (169.254.0.23): all link-local IPv4.
+	netip.MustParsePrefix("169.254.0.0/16"),
+	// AWS over IPv6 on Nitro: IMDS fd00:ec2::254, DNS fd00:ec2::253, Time
+	// Sync fd00:ec2::123, EKS Pod Identity fd00:ec2::23 (credentials). AWS
+	// places its host services in this /64; refuse all of it.
+	netip.MustParsePrefix("fd00:ec2::/64"),
+	// GCP's metadata server for IPv6-only VMs.
+	netip.MustParsePrefix("fd20:ce::254/128"),
+	// Oracle Cloud (OCI Classic) metadata.
+	netip.MustParsePrefix("192.0.0.192/32"),
+	// Alibaba Cloud metadata.
+	netip.MustParsePrefix("100.100.100.200/32"),
+	// Azure WireServer: a public address that every Azure VM reaches as a
+	// host channel (extension config, certificates). Public, so only this
+	// list stops it when the checks are on.
+	netip.MustParsePrefix("168.63.129.16/32"),
+	// 169.254.169.254 embedded in link-local IPv6.
+	netip.MustParsePrefix("fe80::a9fe:a9fe/128"),
 }
 
 func (f *Fetcher) defaultCheckAddr(ap netip.AddrPort) error {
@@ -43,8 +77,9 @@ func (f *Fetcher) defaultCheckAddr(ap netip.AddrPort) error {
 	if f.allowPrivate {
 		return nil
 	}
-	if err := f.guard.SafeAddrPort(ap); err != nil {
-		return fmt.Errorf("%w: %v", ErrBlocked, err)
+	// The guard allows any port: ports are portAllowed's business.
+	if err := f.guard.SafeAddr(ap.Addr()); err != nil {
+		return &blockedError{why: "the address is private or reserved", addr: ap, err: err}
 	}
 	return nil
 }
@@ -54,11 +89,37 @@ func checkMetadata(ap netip.AddrPort) error {
 	for _, a := range append([]netip.Addr{ip}, embeddedIPv4(ip)...) {
 		for _, p := range metadataAddrs {
 			if p.Contains(a) {
-				return fmt.Errorf("%w: %s is a cloud metadata address", ErrBlocked, ip)
+				return &blockedError{why: "the address is a cloud metadata address", addr: ap}
 			}
 		}
 	}
 	return nil
+}
+
+// portAllowed reports whether host may be fetched on port: 80 and 443,
+// the operator's Config.Ports, or any port under AllowPrivate. It is the
+// one place ports are decided, at parse time and at connect time; host
+// is there so per-host rules (an operator entry such as nas.local:5000)
+// can be added here. host is "" when it is unknown.
+func (f *Fetcher) portAllowed(host string, port uint16) bool {
+	_ = host
+	if f.allowPrivate || port == 80 || port == 443 {
+		return true
+	}
+	return slices.Contains(f.ports, port)
+}
+
+// portRefused is the refusal for a port portAllowed said no to.
+func (f *Fetcher) portRefused(port uint16) error {
+	open := "80 and 443"
+	if len(f.ports) > 0 {
+		ps := make([]string, 0, len(f.ports))
+		for _, p := range f.ports {
+			ps = append(ps, strconv.Itoa(int(p)))
+		}
+		open = "80, 443 and " + strings.Join(ps, ", ")
+	}
+	return &blockedError{why: fmt.Sprintf("port %d is not open for fetches (only %s)", port, open)}
 }
 
 var (
@@ -112,28 +173,39 @@ func isInternal(host string) bool {
 // internal host the connection is for.
 type internalDialKey struct{}
 
+// dialHostKey carries, in a dial's context, the host name being dialled,
+// so the connect-time port check can see it.
+type dialHostKey struct{}
+
 // controlInternal is control for the operator's internal hosts: only the
 // metadata addresses stay refused.
-func (f *Fetcher) controlInternal(network, address string, _ syscall.RawConn) error {
+func (f *Fetcher) controlInternal(_ context.Context, network, address string, _ syscall.RawConn) error {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
-		return fmt.Errorf("%w: cannot parse %s: %v", ErrBlocked, address, err)
+		return &blockedError{why: "the address cannot be parsed", err: err}
 	}
 	return checkMetadata(ap)
 }
 
 // control runs just before each connect, with the address the socket is
 // about to reach: whatever a name resolved to, this is what counts.
-func (f *Fetcher) control(network, address string, _ syscall.RawConn) error {
+func (f *Fetcher) control(ctx context.Context, network, address string, _ syscall.RawConn) error {
 	if network != "tcp4" && network != "tcp6" {
-		return fmt.Errorf("%w: network %s", ErrBlocked, network)
+		return &blockedError{why: "only TCP connections are made", err: fmt.Errorf("network %s", network)}
 	}
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
-		return fmt.Errorf("%w: cannot parse %s: %v", ErrBlocked, address, err)
+		return &blockedError{why: "the address cannot be parsed", err: err}
+	}
+	host, _ := ctx.Value(dialHostKey{}).(string)
+	if !f.portAllowed(host, ap.Port()) {
+		return f.portRefused(ap.Port())
 	}
 	return f.checkAddr(ap)
 }
+
+// errNoAddress is a lookup that succeeded with no address.
+var errNoAddress = errors.New("the name has no address")
 
 // dialContext resolves names with f.resolver and dials the addresses one
 // by one; the dialer's Control hook checks each.
@@ -147,6 +219,7 @@ func (f *Fetcher) dialContext(d, internal *net.Dialer) func(ctx context.Context,
 		if h, _ := ctx.Value(internalDialKey{}).(string); h != "" && h == host && f.internal[host] {
 			dialer = internal
 		}
+		ctx = context.WithValue(ctx, dialHostKey{}, host)
 		var ips []netip.Addr
 		if ip, err := netip.ParseAddr(host); err == nil {
 			ips = []netip.Addr{ip}
@@ -156,7 +229,7 @@ func (f *Fetcher) dialContext(d, internal *net.Dialer) func(ctx context.Context,
 				return nil, fmt.Errorf("resolve %s: %w", host, err)
 			}
 			if len(ips) == 0 {
-				return nil, fmt.Errorf("resolve %s: no address", host)
+				return nil, fmt.Errorf("resolve %s: %w", host, errNoAddress)
 			}
 		}
 		var errs []error
@@ -240,16 +313,18 @@ func (f *Fetcher) checkParsed(u *url.URL) (target, error) {
 			return target{}, err
 		}
 	case internal:
-	case isIP:
-		if err := f.checkAddr(netip.AddrPortFrom(ip, portNum)); err != nil {
-			return target{}, err
+	default:
+		if !f.portAllowed(host, portNum) {
+			return target{}, f.portRefused(portNum)
 		}
-	case !f.allowPrivate:
-		if portNum != 80 && portNum != 443 {
-			return target{}, fmt.Errorf("%w: port %d (only 80 and 443)", ErrBlocked, portNum)
-		}
-		if err := publicName(host); err != nil {
-			return target{}, fmt.Errorf("%w: %q %v", ErrBlocked, host, err)
+		if isIP {
+			if err := f.checkAddr(netip.AddrPortFrom(ip, portNum)); err != nil {
+				return target{}, err
+			}
+		} else if !f.allowPrivate {
+			if err := publicName(host); err != nil {
+				return target{}, fmt.Errorf("%w: %q %v", ErrBlocked, host, err)
+			}
 		}
 	}
 	t := *u
@@ -274,9 +349,35 @@ func (e *notFollowedError) Error() string {
 		"call %s with that URL to ask a human to approve it", e.to, ToolFetch)
 }
 
+// acquireSlot waits for one of the MaxConcurrent slots, so that the
+// memory and connections of fetches stay bounded however many prompts
+// run; ctx ends the wait. The returned func gives the slot back.
+func (f *Fetcher) acquireSlot(ctx context.Context, u *url.URL) (func(), error) {
+	release := func() { <-f.slots }
+	select {
+	case f.slots <- struct{}{}:
+		return release, nil
+	default:
+	}
+	f.log.DebugContext(ctx, "web-fetch waits for a free slot", "url", u.Redacted(), "max_concurrent", cap(f.slots))
+	select {
+	case f.slots <- struct{}{}:
+		return release, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("fetch %s: %w", u.Redacted(), context.Cause(ctx))
+	}
+}
+
 // fetch reads t, following at most maxRedirects redirects that stay on
 // listed hosts or on approvedHost, and renders the body for the model.
 func (f *Fetcher) fetch(ctx context.Context, t target, approvedHost string) (string, error) {
+	release, err := f.acquireSlot(ctx, t.url)
+	if err != nil {
+		return "", err
+	}
+	defer release()
+	// The time limit starts once the fetch runs: waiting for a slot is
+	// not the site's slowness.
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	seen := map[string]bool{}
@@ -288,7 +389,7 @@ func (f *Fetcher) fetch(ctx context.Context, t target, approvedHost string) (str
 		}
 		resp, err := f.get(dctx, t.url)
 		if err != nil {
-			return "", f.describe(ctx, t.url, err)
+			return "", f.describe(ctx, t.url, "", err)
 		}
 		if !isRedirect(resp.StatusCode) {
 			defer resp.Body.Close()
@@ -355,44 +456,12 @@ func (f *Fetcher) get(ctx context.Context, u *url.URL) (*http.Response, error) {
 	return f.client.Do(req)
 }
 
-// describe turns a transport error into one the model can act on.
-func (f *Fetcher) describe(ctx context.Context, u *url.URL, err error) error {
-	switch {
-	case errors.Is(err, ErrBlocked):
-		return fmt.Errorf("fetch %s refused: %w", u.Redacted(), unwrapBlocked(err))
-	case ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return fmt.Errorf("fetch %s: timed out after %s", u.Redacted(), f.timeout)
-	}
-	// A transport error may quote what the server sent (a malformed
-	// status line of up to MaxResponseHeaderBytes); room is left for the
-	// URL it names first.
-	return fmt.Errorf("fetch %s: %w", u.Redacted(), clippedError{err})
-}
-
-// clippedError is err with its text clipped, still unwrapping to err.
-type clippedError struct{ err error }
-
-func (e clippedError) Error() string { return clip(e.err.Error(), maxURLLen+maxStatusLen) }
-func (e clippedError) Unwrap() error { return e.err }
-
 // clip cuts s to at most n runes, saying so.
 func clip(s string, n int) string {
 	if c := cutRunes(s, n); len(c) < len(s) {
 		return c + "… [cut]"
 	}
 	return s
-}
-
-// unwrapBlocked finds the innermost error that still says why the
-// address was blocked, without the net and url wrappers around it.
-func unwrapBlocked(err error) error {
-	for {
-		next := errors.Unwrap(err)
-		if next == nil || !errors.Is(next, ErrBlocked) || next == ErrBlocked {
-			return err
-		}
-		err = next
-	}
 }
 
 // render reads the body within the limits and turns it into text for the
@@ -406,7 +475,7 @@ func (f *Fetcher) render(ctx context.Context, u *url.URL, resp *http.Response) (
 		if ctx.Err() != nil {
 			return "", fmt.Errorf("fetch %s: timed out after %s while reading the body", u.Redacted(), f.timeout)
 		}
-		return "", fmt.Errorf("fetch %s: read body: %w", u.Redacted(), err)
+		return "", f.describe(ctx, u, "while reading the body", err)
 	}
 	bodyCut := int64(len(body)) > f.maxBody
 	if bodyCut {
@@ -440,27 +509,37 @@ func (f *Fetcher) render(ctx context.Context, u *url.URL, resp *http.Response) (
 		return "", fmt.Errorf("fetch %s: the body is binary although it is labelled %s", u.Redacted(), media)
 	}
 	text := strings.ToValidUTF8(string(body), "\uFFFD")
-	pruned := false
+	pruned, plain := false, false
 	if kind == kindHTML {
-		doc, err := html.Parse(strings.NewReader(text))
-		if err != nil {
-			return "", fmt.Errorf("fetch %s: parse HTML: %w", u.Redacted(), err)
+		// The model sees MaxResult characters at most; parsing and
+		// converting the rest of a large page would only make garbage
+		// (the converter allocates ~90 bytes per input byte), and a page
+		// of bare markup costs far more: the scan bounds both.
+		scan := scanMarkup(text, 2*f.maxResult)
+		if scan.plain {
+			plain = true
+			text, pruned = plainText(text, f.maxResult)
+		} else {
+			doc, err := html.Parse(strings.NewReader(text[:scan.end]))
+			if err != nil {
+				return "", fmt.Errorf("fetch %s: parse HTML: %w", u.Redacted(), err)
+			}
+			pruned = pruneAfterText(doc, 2*f.maxResult) || scan.cut
+			md, err := f.conv.ConvertNode(doc, converter.WithContext(ctx), converter.WithDomain(u.String()))
+			if err != nil {
+				return "", fmt.Errorf("fetch %s: convert HTML: %w", u.Redacted(), err)
+			}
+			text = string(md)
 		}
-		// The model sees MaxResult characters at most; converting the
-		// rest of a large page would only make garbage (the converter
-		// allocates ~90 bytes per input byte).
-		pruned = pruneAfterText(doc, 2*f.maxResult)
-		md, err := f.conv.ConvertNode(doc, converter.WithContext(ctx), converter.WithDomain(u.String()))
-		if err != nil {
-			return "", fmt.Errorf("fetch %s: convert HTML: %w", u.Redacted(), err)
-		}
-		text = string(md)
 	}
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "Fetched %s (%s)\n", u.String(), media)
 	if bodyCut {
 		fmt.Fprintf(&b, "[The body was longer than %d bytes; only the first %d were read.]\n", f.maxBody, f.maxBody)
+	}
+	if plain {
+		b.WriteString("[The page has more markup than can be converted; its text is shown without formatting.]\n")
 	}
 	b.WriteString("\n")
 	switch n := utf8.RuneCountInString(text); {
@@ -470,6 +549,9 @@ func (f *Fetcher) render(ctx context.Context, u *url.URL, resp *http.Response) (
 	case n > f.maxResult:
 		b.WriteString(cutRunes(text, f.maxResult))
 		fmt.Fprintf(&b, "\n\n[Cut: the content has %d characters; only the first %d are shown.]", n, f.maxResult)
+	case pruned:
+		b.WriteString(text)
+		b.WriteString("\n\n[Cut: the page goes on, but the rest could not be read.]")
 	default:
 		b.WriteString(text)
 	}

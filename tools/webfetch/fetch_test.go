@@ -356,14 +356,18 @@ func TestConnectTimeCheckCatchesRebinding(t *testing.T) {
 		}
 		return []netip.Addr{netip.MustParseAddr("10.0.0.7")}, nil
 	})
-	f := newFetcher(t, Config{Resolver: rebind})
+	logs, logger := newLogCapture()
+	f := newFetcher(t, Config{Resolver: rebind, Logger: logger})
 	// A first lookup (as a pre-check would do) sees a public address.
 	if a, _ := rebind.LookupNetIP(context.Background(), "ip", "example.com"); !a[0].IsGlobalUnicast() {
 		t.Fatal("setup")
 	}
 	_, err := invoke(t, f, "http://example.com/")
-	if !errors.Is(err, ErrBlocked) || !strings.Contains(err.Error(), "10.0.0.7") {
-		t.Fatalf("error %v; want the rebound address refused", err)
+	if !errors.Is(err, ErrBlocked) || strings.Contains(err.Error(), "10.0.0.7") {
+		t.Fatalf("error %v; want the rebound address refused without naming it", err)
+	}
+	if !logs.contains("addr=10.0.0.7:80") {
+		t.Fatalf("the log does not name the rebound address:\n%s", logs)
 	}
 }
 
@@ -403,14 +407,19 @@ func TestControlVerdicts(t *testing.T) {
 		{"tcp6", "[::ffff:169.254.169.254]:80", false, false},
 		{"tcp6", "[fd00:ec2::254]:80", false, false},
 		{"tcp4", "100.100.100.200:80", false, false},
+		{"tcp4", "168.63.129.16:80", false, false},
+		{"tcp4", "192.0.0.192:80", false, false},
+		{"tcp6", "[fd00:ec2::23]:80", false, false},
+		{"tcp6", "[fd20:ce::254]:80", false, false},
+		{"tcp6", "[2002:a83f:8110::1]:80", false, false},
 		{"udp4", "93.184.215.14:443", false, false},
 	}
 	for _, tt := range tests {
 		var raw syscall.RawConn
-		if err := f.control(tt.network, tt.addr, raw); (err == nil) != tt.ok {
+		if err := f.control(context.Background(), tt.network, tt.addr, raw); (err == nil) != tt.ok {
 			t.Errorf("control(%s %s) = %v; want ok=%v", tt.network, tt.addr, err, tt.ok)
 		}
-		if err := priv.control(tt.network, tt.addr, raw); (err == nil) != tt.okPrivate {
+		if err := priv.control(context.Background(), tt.network, tt.addr, raw); (err == nil) != tt.okPrivate {
 			t.Errorf("AllowPrivate control(%s %s) = %v; want ok=%v", tt.network, tt.addr, err, tt.okPrivate)
 		}
 	}
@@ -582,7 +591,7 @@ func TestRedirectToPrivateAddressWithChecksOn(t *testing.T) {
 		"http://192.168.1.1/":               "redirect to http://192.168.1.1/ refused",
 		"http://[::ffff:10.0.0.1]/":         "refused",
 		"http://localhost/":                 "refused",
-		"http://intranet.example.com/admin": "10.20.30.40", // listed, but resolves inward: connect time
+		"http://intranet.example.com/admin": "refused: destination not allowed: the address is private", // listed, but resolves inward: connect time
 		"http://0x7f000001/":                "non-standard form",
 	} {
 		_, err := invoke(t, f, base+"/go?to="+url.QueryEscape(to))

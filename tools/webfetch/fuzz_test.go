@@ -164,6 +164,7 @@ func FuzzCheckURL(f *testing.F) {
 		"http://dev/", "http://foo/containers/json", "http://127.0.0.1.nip.io/", "http://169-254-169-254.sslip.io/",
 		"http://0x7f000001.nip.io/", "http://127-0-0-1.nip.io/", "http://0--1.sslip.io/", "http://metadata.tencentyun.com/",
 		"http://metadata.platformequinix.com/", "http://app.localtest.me/",
+		"http://168.63.129.16/", "http://[::ffff:168.63.129.16]/", "http://192.0.0.192/", "http://[fd00:ec2::23]/",
 	} {
 		f.Add(s)
 	}
@@ -237,6 +238,9 @@ func FuzzRenderHTML(f *testing.F) {
 		"<ul><li><ol><li>x</ol></ul>", "<code>`a``b`</code>", "<meta charset=utf-16><p>x",
 		"<svg><foreignObject><p>x</svg>", "<select><option>x<template><p>y</template>", "<img src=x alt='[a](b)'>",
 		"<blockquote><blockquote>> x</blockquote></blockquote>", "<h1>#</h1><hr><br>",
+		// Past the markup bounds: the plain-text reading.
+		strings.Repeat("<a>", maxElements+1) + "x", strings.Repeat("<div>", maxDepth+1) + "<script>x</script>y",
+		strings.Repeat("<td>", maxElements) + "<div " + strings.Repeat("a ", maxTokenBytes) + ">",
 	} {
 		f.Add(s)
 	}

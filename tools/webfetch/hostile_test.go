@@ -140,6 +140,11 @@ func TestHostileURLs(t *testing.T) {
 		{"http://169.254.169.254/latest/meta-data/", blocked},
 		{"http://[fd00:ec2::254]/", blocked},
 		{"http://100.100.100.200/", blocked},
+		{"http://168.63.129.16/", blocked}, // Azure WireServer: a public address
+		{"http://192.0.0.192/", blocked},   // Oracle
+		{"http://[fd00:ec2::23]/", blocked},
+		{"http://[fd20:ce::254]/", blocked},
+		{"http://[64:ff9b::a83f:8110]/", blocked}, // NAT64 of the WireServer
 		{"http://metadata.google.internal/", blocked},
 		{"http://localhost/", blocked},
 		{"http://app.localhost/", blocked},

@@ -51,6 +51,8 @@ const (
 	DefaultMaxBody   = 2 << 20
 	DefaultMaxResult = 20000
 	DefaultUserAgent = "Tollgate/1 (Telegram agent bot; web-fetch tool)"
+	// DefaultMaxConcurrent bounds the fetches running at once.
+	DefaultMaxConcurrent = 4
 )
 
 // maxRedirects bounds the hops of one fetch.
@@ -105,6 +107,14 @@ type Config struct {
 	// net.Resolver).
 	Resolver Resolver
 	Logger   *slog.Logger // default: discard
+	// Ports are opened for fetches besides 80 and 443
+	// (WEBFETCH_PORTS), for every host; the address checks still apply
+	// on them. Each must be 1-65535.
+	Ports []int
+	// MaxConcurrent bounds the fetches that run at once
+	// (WEBFETCH_MAX_CONCURRENT, default DefaultMaxConcurrent), and with
+	// it the memory they take; a further fetch waits for a free slot.
+	MaxConcurrent int
 }
 
 // Fetcher holds the web-fetch tools. Safe for concurrent use.
@@ -132,6 +142,8 @@ type Fetcher struct {
 	// checkAddr decides whether an address may be connected to; every
 	// address check goes through it, at parse time and at connect time.
 	checkAddr func(netip.AddrPort) error
+	ports     []uint16      // opened besides 80 and 443 (Config.Ports)
+	slots     chan struct{} // one token per running fetch (Config.MaxConcurrent)
 }
 
 // New checks cfg and returns a Fetcher. A malformed entry of Config.Seed
@@ -165,6 +177,16 @@ func New(_ context.Context, cfg Config) (*Fetcher, error) {
 		f.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	f.checkAddr = f.defaultCheckAddr
+	for _, p := range cfg.Ports {
+		if p < 1 || p > 65535 {
+			return nil, fmt.Errorf("webfetch: port %d is not a port (1-65535)", p)
+		}
+		f.ports = append(f.ports, uint16(p))
+	}
+	if cfg.MaxConcurrent < 0 {
+		return nil, errors.New("webfetch: MaxConcurrent must not be negative")
+	}
+	f.slots = make(chan struct{}, orDefault(cfg.MaxConcurrent, DefaultMaxConcurrent))
 
 	anyPort := make(map[string]bool)
 	for _, s := range cfg.Seed {
@@ -190,8 +212,8 @@ func New(_ context.Context, cfg Config) (*Fetcher, error) {
 		f.log.Warn("web-fetch may reach private addresses and any port (WEBFETCH_ALLOW_PRIVATE): for local development only")
 	}
 
-	dialer := &net.Dialer{Timeout: 10 * time.Second, Control: f.control}
-	internalDialer := &net.Dialer{Timeout: 10 * time.Second, Control: f.controlInternal}
+	dialer := &net.Dialer{Timeout: 10 * time.Second, ControlContext: f.control}
+	internalDialer := &net.Dialer{Timeout: 10 * time.Second, ControlContext: f.controlInternal}
 	f.client = &http.Client{
 		Transport: &http.Transport{
 			// No proxy: a proxy would connect on our behalf, out of
