@@ -177,12 +177,17 @@ type internalDialKey struct{}
 // so the connect-time port check can see it.
 type dialHostKey struct{}
 
-// controlInternal is control for the operator's internal hosts: only the
-// metadata addresses stay refused.
-func (f *Fetcher) controlInternal(_ context.Context, network, address string, _ syscall.RawConn) error {
+// controlInternal is control for the operator's internal hosts: the
+// metadata addresses stay refused, and an entry that names ports opens
+// those alone.
+func (f *Fetcher) controlInternal(ctx context.Context, network, address string, _ syscall.RawConn) error {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
 		return &blockedError{why: "the address cannot be parsed", err: err}
+	}
+	host, _ := ctx.Value(dialHostKey{}).(string)
+	if ports, listed := f.operatorPorts(host); listed && ports != nil && !slices.Contains(ports, ap.Port()) {
+		return &blockedError{why: fmt.Sprintf("the operator's list opens %s on port %s only", host, joinPorts(ports))}
 	}
 	return checkMetadata(ap)
 }
@@ -337,7 +342,13 @@ func (f *Fetcher) checkParsed(u *url.URL) (target, error) {
 	if port != "" {
 		t.Host = net.JoinHostPort(host, port)
 	}
-	return target{url: &t, host: host, internal: internal}, nil
+	// The operator's port rule and the names that can only be internal
+	// apply to every hop of a redirect, not only to the model's URL.
+	tg := target{url: &t, host: host, internal: internal}
+	if err := f.checkTarget(tg); err != nil {
+		return target{}, err
+	}
+	return tg, nil
 }
 
 // notFollowedError reports a redirect to a host the fetch may not reach

@@ -156,3 +156,32 @@ func TestMetadataRefusedInEveryMode(t *testing.T) {
 		}
 	}
 }
+
+// TestOperatorPortHoldsAcrossRedirects: an internal host the operator
+// opened on one port cannot be walked to another by a redirect, nor
+// reached there at connect time.
+func TestOperatorPortHoldsAcrossRedirects(t *testing.T) {
+	other := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "the service on the other port")
+	}))
+	open := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://nas.local:"+other+"/", http.StatusFound)
+	}))
+	r := newResolver()
+	r.hosts["nas.local"] = []netip.Addr{netip.MustParseAddr("127.0.0.1")}
+	f := newFetcher(t, Config{Seed: []string{"nas.local:" + open}, Resolver: r})
+	_, err := invoke(t, f, "http://nas.local:"+open+"/")
+	if err == nil || !strings.Contains(err.Error(), "opens nas.local on port "+open+" only") {
+		t.Fatalf("redirect to another port of an operator host: %v; want refused", err)
+	}
+	if _, err := invoke(t, f, "http://nas.local:"+other+"/"); err == nil {
+		t.Fatal("the other port was fetched directly")
+	}
+	ctx := context.WithValue(context.Background(), dialHostKey{}, "nas.local")
+	if err := f.controlInternal(ctx, "tcp4", "127.0.0.1:"+other, nil); err == nil {
+		t.Fatal("connect to the other port of an operator host was allowed")
+	}
+	if err := f.controlInternal(ctx, "tcp4", "127.0.0.1:"+open, nil); err != nil {
+		t.Fatalf("connect to the opened port: %v", err)
+	}
+}
