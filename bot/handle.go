@@ -350,7 +350,11 @@ func (b *Bot) handleCallback(ctx context.Context, q *models.CallbackQuery) {
 	}
 	switch {
 	case errors.Is(err, prompt.ErrNotPending):
-		b.answerCallback(ctx, q.ID, "Already decided")
+		if ref, lerr := b.cfg.Service.LookupApproval(ctx, id); lerr == nil && ref.Status == prompt.ApprovalExpired {
+			b.answerCallback(ctx, q.ID, expired)
+		} else {
+			b.answerCallback(ctx, q.ID, "Already decided")
+		}
 		// The pressed copy still had buttons: a crash may have kept the
 		// decision's edit from it, or its record was lost. Close it.
 		if pressed != nil {

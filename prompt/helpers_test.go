@@ -154,6 +154,10 @@ type opts struct {
 	historyLimit int
 	workers      int
 	noClose      bool // the test closes the service itself
+	// timeout, remind and clock set the approval deadlines and the
+	// service's clock.
+	timeout, remind time.Duration
+	clock           *manualClock
 }
 
 type harness struct {
@@ -196,6 +200,8 @@ func newHarness(t testing.TB, o opts, steps ...prompttest.Step) *harness {
 	svc, err := prompt.NewService(prompt.Config{
 		Model: model, Store: store, Tools: o.tools(o.rec), System: "be careful",
 		MaxTurns: o.maxTurns, HistoryLimit: o.historyLimit, Workers: o.workers,
+		ApprovalTimeout: o.timeout, ApprovalRemind: o.remind,
+		Now: o.clock.nowFunc(), AfterFunc: o.clock.afterFunc(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -123,9 +123,14 @@ type Approval struct {
 	Status      ApprovalStatus `json:"status"`
 	Reason      string         `json:"reason"`
 	RequestedAt time.Time      `json:"requested_at"`
-	DecidedBy   string         `json:"decided_by,omitempty"`
-	DecidedAt   time.Time      `json:"decided_at,omitzero"`
-	Note        string         `json:"note,omitempty"` // the reject reason, or why it ended without a decision
+	// ExpiresAt is when the request expires undecided; zero: never.
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	// RemindAt is when the request is shown once more if still pending;
+	// zero: never, or already reminded.
+	RemindAt  time.Time `json:"remind_at,omitzero"`
+	DecidedBy string    `json:"decided_by,omitempty"`
+	DecidedAt time.Time `json:"decided_at,omitzero"`
+	Note      string    `json:"note,omitempty"` // the reject reason, or why it ended without a decision
 }
 
 // Result is the outcome of a tool call as the model sees it.

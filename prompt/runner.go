@@ -152,6 +152,8 @@ func (s *Service) Recover(ctx context.Context) (Recovered, error) {
 		s.kick(id)
 		rec.Resumed++
 	}
+	// A deadline that passed while no process ran is met now.
+	s.watchDeadlines()
 	s.log.Info("recovered prompts", "running", rec.Resumed, "waiting_resent", rec.Resent)
 	if rec.Resent > 0 {
 		s.onOutbox.emit(ctx, struct{}{})

@@ -28,8 +28,17 @@ type Config struct {
 	// many model requests and tools run at the same time (default 16).
 	// The rest wait in line, in order.
 	Workers int
-	Logger  *slog.Logger     // default: discard
-	Now     func() time.Time // default: time.Now
+	// ApprovalTimeout is how long a request waits for a decision before it
+	// expires (the call is not run; the model is told); zero: forever.
+	ApprovalTimeout time.Duration
+	// ApprovalRemind is when a request still waiting is shown once more;
+	// zero: never.
+	ApprovalRemind time.Duration
+	Logger         *slog.Logger     // default: discard
+	Now            func() time.Time // default: time.Now
+	// AfterFunc runs f once d has passed, unless stop is called first
+	// (default: time.AfterFunc); tests pass a clock they move.
+	AfterFunc func(d time.Duration, f func()) (stop func() bool)
 }
 
 // DefaultWorkers is the number of prompts advanced at once when
@@ -48,8 +57,14 @@ type Service struct {
 	maxTurns     int
 	historyLimit int
 	workers      int
+	timeout      time.Duration
+	remind       time.Duration
 	log          *slog.Logger
 	now          func() time.Time
+	afterFunc    func(time.Duration, func()) func() bool
+	// deadlines wakes the goroutine that expires and reminds requests.
+	deadlines chan struct{}
+	watching  bool
 
 	// base is the parent of every step's context; Close cancels it when
 	// its deadline passes.
@@ -97,6 +112,9 @@ func NewService(cfg Config) (*Service, error) {
 	if cfg.Workers < 0 {
 		return nil, fmt.Errorf("new prompt service: %d workers", cfg.Workers)
 	}
+	if cfg.ApprovalTimeout < 0 || cfg.ApprovalRemind < 0 {
+		return nil, errors.New("new prompt service: negative approval timeout or reminder")
+	}
 	ts, err := newToolset(cfg.Tools)
 	if err != nil {
 		return nil, fmt.Errorf("new prompt service: %w", err)
@@ -109,8 +127,12 @@ func NewService(cfg Config) (*Service, error) {
 		maxTurns:     cfg.MaxTurns,
 		historyLimit: cfg.HistoryLimit,
 		workers:      cfg.Workers,
+		timeout:      cfg.ApprovalTimeout,
+		remind:       cfg.ApprovalRemind,
 		log:          cfg.Logger,
 		now:          cfg.Now,
+		afterFunc:    cfg.AfterFunc,
+		deadlines:    make(chan struct{}, 1),
 		entries:      map[string]*entry{},
 	}
 	s.wake = sync.NewCond(&s.mu)
@@ -128,6 +150,9 @@ func NewService(cfg Config) (*Service, error) {
 	}
 	if s.now == nil {
 		s.now = time.Now
+	}
+	if s.afterFunc == nil {
+		s.afterFunc = func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
 	}
 	s.base, s.stopBase = context.WithCancel(context.Background())
 	return s, nil
@@ -342,6 +367,10 @@ func (s *Service) Close(ctx context.Context) error {
 	s.closing = true
 	s.wake.Broadcast()
 	s.mu.Unlock()
+	select { // the deadline loop sees closing
+	case s.deadlines <- struct{}{}:
+	default:
+	}
 	done := make(chan struct{})
 	go func() {
 		s.wg.Wait()

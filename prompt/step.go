@@ -176,6 +176,7 @@ func (r *run) notify(ctx context.Context, notices []Notice) {
 			if req, ok := r.p.PendingRequest(); ok {
 				r.s.onApproval.emit(ctx, req)
 			}
+			r.s.watchDeadlines()
 		case NoticeAnswer:
 			r.s.log.Info("prompt ended", "prompt", r.p.ID, "state", r.p.State)
 			r.s.onEnded.emit(ctx, answerOf(r.p))
@@ -376,6 +377,12 @@ func (r *run) pause(id, reason string) change {
 		c := p.Output[j].Call
 		c.Status = CallPending
 		c.Approval = &Approval{ID: approvalID, Status: ApprovalPending, Reason: reason, RequestedAt: now}
+		if r.s.timeout > 0 {
+			c.Approval.ExpiresAt = now.Add(r.s.timeout)
+		}
+		if r.s.remind > 0 && (r.s.timeout == 0 || r.s.remind < r.s.timeout) {
+			c.Approval.RemindAt = now.Add(r.s.remind)
+		}
 		c.Result = &Result{Type: ResultPending, Reason: reason}
 		p.State = StateWaiting
 		return []int{j}, true
@@ -427,7 +434,8 @@ func settle(p *Prompt) ([]int, bool) {
 			}
 			c.Status, c.Result = CallRejected, &Result{Type: ResultError, Error: msg}
 		default:
-			c.Status, c.Result = CallDone, &Result{Type: ResultError, Error: "not run: " + a.Note}
+			// Expired: not a rejection; nobody decided in time.
+			c.Status, c.Result = CallDone, &Result{Type: ResultError, Error: a.Note + ": not run"}
 		}
 	}
 	return idx, len(idx) > 0

@@ -103,6 +103,16 @@ type Store interface {
 	// oldest first. Returns ErrNotFound if beforeID is not a prompt of
 	// that conversation.
 	History(ctx context.Context, conversationID, beforeID string, limit int) ([]*Prompt, error)
+	// NextDeadline returns the earliest ExpiresAt or RemindAt among the
+	// pending approvals, and false if none has one.
+	NextDeadline(ctx context.Context) (time.Time, bool, error)
+	// DueApprovals returns the pending approvals whose ExpiresAt, and
+	// those whose RemindAt, is at or before now.
+	DueApprovals(ctx context.Context, now time.Time) (expired, remind []ApprovalRef, err error)
+	// Remind clears approval id's RemindAt and, if it is still pending,
+	// records a NoticeRequest re-send for it, in one transaction. It
+	// reports whether it recorded one.
+	Remind(ctx context.Context, id string) (bool, error)
 	// FindApproval returns the approval with the given ID, or ErrNotFound.
 	FindApproval(ctx context.Context, approvalID string) (ApprovalRef, error)
 }

@@ -174,7 +174,8 @@ func (db *DB) saveApproval(ctx context.Context, tx *sql.Tx, promptID string, c *
 		return fmt.Errorf("save approval %s: a new approval must be pending, not %s", a.ID, a.Status)
 	}
 	_, err = tx.StmtContext(ctx, db.stmt.insertApproval).ExecContext(ctx,
-		a.ID, promptID, c.ID, c.Name, c.Arguments, a.Reason, formatTime(a.RequestedAt), a.Note, now, now)
+		a.ID, promptID, c.ID, c.Name, c.Arguments, a.Reason, formatTime(a.RequestedAt), a.Note, now, now,
+		nullMillis(a.ExpiresAt), nullMillis(a.RemindAt))
 	if isUnique(err, "approvals.") {
 		return fmt.Errorf("save approval %s: the ID belongs to another call", a.ID)
 	}
@@ -274,6 +275,13 @@ func (db *DB) CancelPrompt(ctx context.Context, id, by string, at time.Time) err
 		return fmt.Errorf("cancel prompt %s: %w", id, err)
 	}
 	return nil
+}
+
+func nullMillis(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixMilli()
 }
 
 func nullTime(t time.Time) any {
@@ -417,9 +425,10 @@ func scanPrompts(rows *sql.Rows, err error) ([]*prompt.Prompt, int64, error) {
 			body                        sql.NullString
 			aID, aStatus, aReason       sql.NullString
 			aRequested, aBy, aAt, aNote sql.NullString
+			aExpires, aRemind           sql.NullInt64
 		)
 		if err := rows.Scan(&seq, &p.ID, &p.ConversationID, &state, &p.Input, &p.Error, &p.Turns, &p.CancelledBy, &p.Rev,
-			&created, &updated, &body, &aID, &aStatus, &aReason, &aRequested, &aBy, &aAt, &aNote); err != nil {
+			&created, &updated, &body, &aID, &aStatus, &aReason, &aRequested, &aBy, &aAt, &aNote, &aExpires, &aRemind); err != nil {
 			return nil, 0, err
 		}
 		if cur == nil || cur.ID != p.ID {
@@ -451,6 +460,12 @@ func scanPrompts(rows *sql.Rows, err error) ([]*prompt.Prompt, int64, error) {
 				if a.DecidedAt, err = parseTime(aAt.String); err != nil {
 					return nil, 0, fmt.Errorf("approval %s: %w", a.ID, err)
 				}
+			}
+			if aExpires.Valid {
+				a.ExpiresAt = time.UnixMilli(aExpires.Int64).UTC()
+			}
+			if aRemind.Valid {
+				a.RemindAt = time.UnixMilli(aRemind.Int64).UTC()
 			}
 			it.Call.Approval = a
 		}
@@ -486,7 +501,7 @@ func (st *statements) all() []*sql.Stmt {
 func promptSelect(p string) string {
 	return `SELECT p.seq, p.id, p.conversation_id, p.state, p.input, p.error, p.turns, p.cancelled_by, p.rev,
 		p.created_at, p.updated_at, i.body,
-		a.id, a.status, a.reason, a.requested_at, a.decided_by, a.decided_at, a.note
+		a.id, a.status, a.reason, a.requested_at, a.decided_by, a.decided_at, a.note, a.expires_at, a.remind_at
 	FROM (` + p + `) p
 	LEFT JOIN prompt_items i ON i.prompt_id = p.id
 	LEFT JOIN approvals a ON a.prompt_id = i.prompt_id AND a.tool_call_id = i.call_id
@@ -518,8 +533,9 @@ func (db *DB) prepare(ctx context.Context) error {
 			    updated_at = ?3
 			WHERE id = ?4 AND prompt_id = ?5 AND tool_call_id = ?6`},
 		{&db.stmt.insertApproval, db.writer, `INSERT INTO approvals
-			(id, prompt_id, tool_call_id, tool_name, input, reason, status, requested_at, note, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)`},
+			(id, prompt_id, tool_call_id, tool_name, input, reason, status, requested_at, note, created_at, updated_at,
+			 expires_at, remind_at)
+			VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?)`},
 		{&db.stmt.decide, db.writer, `UPDATE approvals
 			SET status = ?, decided_by = ?, decided_at = ?, note = ?, updated_at = ?
 			WHERE id = ? AND status = 'pending'`},

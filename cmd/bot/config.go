@@ -44,10 +44,14 @@ type config struct {
 	// AgentWorkers is how many prompts the agent advances at once (model
 	// requests and tools running at the same time); 0 leaves it to
 	// prompt.Config's default.
-	AgentWorkers         int      `env:"AGENT_WORKERS"`
-	DatabasePath         string   `env:"DATABASE_PATH" envDefault:"data/tollgate.db"`
-	WebfetchDomains      []string `env:"WEBFETCH_ALLOWED_DOMAINS" envSeparator:","`
-	WebfetchAllowPrivate bool     `env:"WEBFETCH_ALLOW_PRIVATE"`
+	AgentWorkers int `env:"AGENT_WORKERS"`
+	// ApprovalTimeout and ApprovalRemind: empty means a request waits
+	// forever, and is never shown again on its own.
+	ApprovalTimeout      time.Duration `env:"APPROVAL_TIMEOUT"`
+	ApprovalRemind       time.Duration `env:"APPROVAL_REMIND"`
+	DatabasePath         string        `env:"DATABASE_PATH" envDefault:"data/tollgate.db"`
+	WebfetchDomains      []string      `env:"WEBFETCH_ALLOWED_DOMAINS" envSeparator:","`
+	WebfetchAllowPrivate bool          `env:"WEBFETCH_ALLOW_PRIVATE"`
 	// WebfetchPorts opens ports besides 80 and 443; WebfetchMaxConcurrent
 	// bounds fetches at once (0: webfetch's default).
 	WebfetchPorts         []int         `env:"WEBFETCH_PORTS" envSeparator:","`
@@ -135,6 +139,12 @@ func loadConfig(getenv func(string) string) (config, error) {
 		errs = append(errs, errors.New("LLM_TIMEOUT must not be negative"))
 	}
 	// 0 is unset: the prompt service applies its default.
+	if cfg.ApprovalTimeout < 0 {
+		errs = append(errs, fmt.Errorf("APPROVAL_TIMEOUT: %v must not be negative (leave it empty to wait forever)", cfg.ApprovalTimeout))
+	}
+	if cfg.ApprovalRemind < 0 {
+		errs = append(errs, fmt.Errorf("APPROVAL_REMIND: %v must not be negative (leave it empty for no reminder)", cfg.ApprovalRemind))
+	}
 	if cfg.AgentWorkers < 0 {
 		errs = append(errs, fmt.Errorf("AGENT_WORKERS: %d must not be negative (leave it unset for the default)", cfg.AgentWorkers))
 	}

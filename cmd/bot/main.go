@@ -141,7 +141,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Tools:   fetcher.Tools(),
 		System:  cfg.LLMSystemPrompt,
 		Workers: cfg.AgentWorkers,
-		Logger:  log,
+		// Empty waits forever and reminds never, as before these existed.
+		ApprovalTimeout: cfg.ApprovalTimeout,
+		ApprovalRemind:  cfg.ApprovalRemind,
+		Logger:          log,
 	})
 	if err != nil {
 		return fmt.Errorf("prompt service: %w", err)

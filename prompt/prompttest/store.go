@@ -428,3 +428,56 @@ func (m *Store) Prompt(id string) (*prompt.Prompt, error) {
 	defer m.mu.Unlock()
 	return m.loadLocked(id)
 }
+
+// NextDeadline implements prompt.Store.
+func (m *Store) NextDeadline(context.Context) (time.Time, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var next time.Time
+	for _, a := range m.approvals {
+		if a.a.Status != prompt.ApprovalPending {
+			continue
+		}
+		for _, t := range []time.Time{a.a.ExpiresAt, a.a.RemindAt} {
+			if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+				next = t
+			}
+		}
+	}
+	return next, !next.IsZero(), nil
+}
+
+// DueApprovals implements prompt.Store.
+func (m *Store) DueApprovals(_ context.Context, now time.Time) (expired, remind []prompt.ApprovalRef, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, a := range m.approvals {
+		if a.a.Status != prompt.ApprovalPending {
+			continue
+		}
+		if !a.a.ExpiresAt.IsZero() && !a.a.ExpiresAt.After(now) {
+			expired = append(expired, m.refLocked(id))
+		}
+		if !a.a.RemindAt.IsZero() && !a.a.RemindAt.After(now) {
+			remind = append(remind, m.refLocked(id))
+		}
+	}
+	return expired, remind, nil
+}
+
+// Remind implements prompt.Store.
+func (m *Store) Remind(_ context.Context, id string) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	a, ok := m.approvals[id]
+	if !ok {
+		return false, fmt.Errorf("approval %s: %w", id, prompt.ErrNotFound)
+	}
+	if a.a.RemindAt.IsZero() || a.a.Status != prompt.ApprovalPending {
+		return false, nil
+	}
+	a.a.RemindAt = time.Time{}
+	conv := m.prompts[a.promptID].p.ConversationID
+	m.noticeLocked(prompt.Notice{Kind: prompt.NoticeRequest, ConversationID: conv, PromptID: a.promptID, ApprovalID: id}, true)
+	return true, nil
+}
