@@ -263,6 +263,10 @@ func renderApproval(req prompt.ApprovalRequest) approvalView {
 		if req.Reason != "" {
 			h.text("\nReason: " + clipExact(req.Reason, maxReasonLength))
 		}
+		if req.InputHash != "" {
+			// A short prefix is enough for two people comparing one request.
+			h.text("\nInput hash: ").wrap("code", oneLine(req.InputHash[:min(len(req.InputHash), 12)]))
+		}
 		if inline {
 			h.text("\nInput:\n").wrap("pre", input)
 		} else {

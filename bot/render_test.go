@@ -249,3 +249,19 @@ func TestDecidedLineTellsHowTheRequestEnded(t *testing.T) {
 		}
 	}
 }
+
+// Two people comparing a request can tell it is the same one: the message
+// shows the start of the hash of the input it displays.
+func TestApprovalShowsTheStartOfItsInputHash(t *testing.T) {
+	in := `{"cmd":"ls"}`
+	req := prompt.ApprovalRequest{ApprovalID: "abc", ToolName: "shell.run", Input: json.RawMessage(in), InputHash: prompt.InputHash(in)}
+	view := renderApproval(req)
+	if want := "Input hash: <code>" + req.InputHash[:12] + "</code>"; !strings.Contains(view.HTML, want) {
+		t.Fatalf("message %q lacks %q", view.HTML, want)
+	}
+	long := prompt.ApprovalRequest{ApprovalID: "abc", ToolName: "shell.run", InputHash: req.InputHash,
+		Input: json.RawMessage(`{"cmd":"` + strings.Repeat("x", 5000) + `"}`)}
+	if view := renderApproval(long); view.Document == nil || !strings.Contains(view.HTML, req.InputHash[:12]) {
+		t.Fatal("a request whose input is attached does not show its hash in the message")
+	}
+}

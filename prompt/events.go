@@ -18,6 +18,9 @@ type ApprovalRequest struct {
 	Input          json.RawMessage // validated JSON, as the model sent it
 	Reason         string
 	RequestedAt    time.Time
+	// InputHash identifies the input shown, so two people comparing a
+	// request can tell it is the same one (see prompt.InputHash).
+	InputHash string
 	// Queued are the calls of the same batch that run after this one, in
 	// order, once it is decided.
 	Queued []ToolCall
@@ -126,6 +129,7 @@ func requestOf(p *Prompt, idx int) ApprovalRequest {
 		Input:          json.RawMessage(call.Arguments),
 		Reason:         call.Approval.Reason,
 		RequestedAt:    call.Approval.RequestedAt,
+		InputHash:      call.Approval.InputHash,
 	}
 	for _, it := range p.Output[idx+1:] {
 		if q := it.Call; q != nil && q.Status == CallQueued {

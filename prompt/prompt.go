@@ -123,6 +123,9 @@ type Approval struct {
 	Status      ApprovalStatus `json:"status"`
 	Reason      string         `json:"reason"`
 	RequestedAt time.Time      `json:"requested_at"`
+	// InputHash is InputHash of the arguments the request showed; the call
+	// runs only if its arguments still hash the same.
+	InputHash string `json:"input_hash,omitempty"`
 	// ExpiresAt is when the request expires undecided; zero: never.
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
 	// RemindAt is when the request is shown once more if still pending;

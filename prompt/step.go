@@ -307,6 +307,14 @@ func (r *run) runCall(ctx context.Context, i int) bool {
 		}
 	}
 
+	if approved && call.Approval != nil && call.Approval.InputHash != "" && InputHash(call.Arguments) != call.Approval.InputHash {
+		// An edit, a bug or a tampered row: what would run is not what the
+		// human saw.
+		s.log.Error("approved input changed; not run", "prompt", r.p.ID, "call", callID, "approval", call.Approval.ID)
+		return r.save(ctx, setResult(callID, from, &Result{Type: ResultError,
+			Error: "not run: the input to run differs from the input that was approved"}))
+	}
+
 	// Saved before the tool runs: after a crash, executing means "may have
 	// run" and is never run again.
 	if ctx.Err() != nil {
@@ -376,7 +384,8 @@ func (r *run) pause(id, reason string) change {
 		}
 		c := p.Output[j].Call
 		c.Status = CallPending
-		c.Approval = &Approval{ID: approvalID, Status: ApprovalPending, Reason: reason, RequestedAt: now}
+		c.Approval = &Approval{ID: approvalID, Status: ApprovalPending, Reason: reason, RequestedAt: now,
+			InputHash: InputHash(c.Arguments)}
 		if r.s.timeout > 0 {
 			c.Approval.ExpiresAt = now.Add(r.s.timeout)
 		}

@@ -175,7 +175,7 @@ func (db *DB) saveApproval(ctx context.Context, tx *sql.Tx, promptID string, c *
 	}
 	_, err = tx.StmtContext(ctx, db.stmt.insertApproval).ExecContext(ctx,
 		a.ID, promptID, c.ID, c.Name, c.Arguments, a.Reason, formatTime(a.RequestedAt), a.Note, now, now,
-		nullMillis(a.ExpiresAt), nullMillis(a.RemindAt))
+		nullMillis(a.ExpiresAt), nullMillis(a.RemindAt), a.InputHash)
 	if isUnique(err, "approvals.") {
 		return fmt.Errorf("save approval %s: the ID belongs to another call", a.ID)
 	}
@@ -425,10 +425,11 @@ func scanPrompts(rows *sql.Rows, err error) ([]*prompt.Prompt, int64, error) {
 			body                        sql.NullString
 			aID, aStatus, aReason       sql.NullString
 			aRequested, aBy, aAt, aNote sql.NullString
+			aHash                       sql.NullString
 			aExpires, aRemind           sql.NullInt64
 		)
 		if err := rows.Scan(&seq, &p.ID, &p.ConversationID, &state, &p.Input, &p.Error, &p.Turns, &p.CancelledBy, &p.Rev,
-			&created, &updated, &body, &aID, &aStatus, &aReason, &aRequested, &aBy, &aAt, &aNote, &aExpires, &aRemind); err != nil {
+			&created, &updated, &body, &aID, &aStatus, &aReason, &aRequested, &aBy, &aAt, &aNote, &aExpires, &aRemind, &aHash); err != nil {
 			return nil, 0, err
 		}
 		if cur == nil || cur.ID != p.ID {
@@ -452,7 +453,7 @@ func scanPrompts(rows *sql.Rows, err error) ([]*prompt.Prompt, int64, error) {
 		}
 		if it.Call != nil && aID.Valid {
 			a := &prompt.Approval{ID: aID.String, Status: prompt.ApprovalStatus(aStatus.String), Reason: aReason.String,
-				DecidedBy: aBy.String, Note: aNote.String}
+				DecidedBy: aBy.String, Note: aNote.String, InputHash: aHash.String}
 			if a.RequestedAt, err = parseTime(aRequested.String); err != nil {
 				return nil, 0, fmt.Errorf("approval %s: %w", a.ID, err)
 			}
@@ -501,7 +502,7 @@ func (st *statements) all() []*sql.Stmt {
 func promptSelect(p string) string {
 	return `SELECT p.seq, p.id, p.conversation_id, p.state, p.input, p.error, p.turns, p.cancelled_by, p.rev,
 		p.created_at, p.updated_at, i.body,
-		a.id, a.status, a.reason, a.requested_at, a.decided_by, a.decided_at, a.note, a.expires_at, a.remind_at
+		a.id, a.status, a.reason, a.requested_at, a.decided_by, a.decided_at, a.note, a.expires_at, a.remind_at, a.input_hash
 	FROM (` + p + `) p
 	LEFT JOIN prompt_items i ON i.prompt_id = p.id
 	LEFT JOIN approvals a ON a.prompt_id = i.prompt_id AND a.tool_call_id = i.call_id
@@ -534,8 +535,8 @@ func (db *DB) prepare(ctx context.Context) error {
 			WHERE id = ?4 AND prompt_id = ?5 AND tool_call_id = ?6`},
 		{&db.stmt.insertApproval, db.writer, `INSERT INTO approvals
 			(id, prompt_id, tool_call_id, tool_name, input, reason, status, requested_at, note, created_at, updated_at,
-			 expires_at, remind_at)
-			VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?)`},
+			 expires_at, remind_at, input_hash)
+			VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?)`},
 		{&db.stmt.decide, db.writer, `UPDATE approvals
 			SET status = ?, decided_by = ?, decided_at = ?, note = ?, updated_at = ?
 			WHERE id = ? AND status = 'pending'`},
