@@ -37,6 +37,9 @@ type Service interface {
 	// if it was already decided, prompt.ErrNotFound if there is no such one.
 	Approve(ctx context.Context, approvalID, by string) error
 	Reject(ctx context.Context, approvalID, reason, by string) error
+	// Stop rejects an approval's call and all queued after it and ends its
+	// prompt; prompt.ErrNotPending if it was already decided.
+	Stop(ctx context.Context, approvalID, by string) error
 	// Cancel ends a prompt at a user's request; prompt.ErrNotPending if it
 	// has already ended.
 	Cancel(ctx context.Context, promptID, by string) error

@@ -334,3 +334,26 @@ func TestHelpListsGatedTools(t *testing.T) {
 		t.Errorf("commands reached the model %d times", n)
 	}
 }
+
+// TestStopEndsTheRequest: ⛔ Stop rejects the call and every call queued
+// after it, ends the prompt without another model turn, and says so.
+func TestStopEndsTheRequest(t *testing.T) {
+	h := newHarness(t, []prompttest.Step{prompttest.Calls(
+		prompttest.Call("c1", "shell.run", `{"cmd":"ls"}`), prompttest.Call("c2", "shell.run", `{"cmd":"rm -rf /tmp/x"}`))})
+	h.start()
+	h.srv.UserMessage(alice.ID, alice, "tidy up")
+	msg, approve, _ := h.approvalMessage(1)
+	cb := h.srv.Press(alice.ID, alice, msg.ID, "s:"+strings.TrimPrefix(approve, "a:"))
+	h.waitAnswer(cb, "Stopped: nothing more of this request runs")
+	h.srv.WaitCall(t, wait, telegramtest.Method("sendMessage", telegramtest.Succeeded, textHas("Cancelled by Alice (111).")))
+	mustBeClosed(t, h.srv, alice.ID, msg.ID, "Cancelled by Alice (111)")
+	if n := h.ran.Load(); n != 0 {
+		t.Fatalf("tool ran %d times after Stop", n)
+	}
+	if n := len(h.model.Requests()); n != 1 {
+		t.Fatalf("model asked %d times, want only the first turn", n)
+	}
+	if n := len(h.srv.Calls(telegramtest.Method("sendMessage", telegramtest.Succeeded, hasKeyboard))); n != 1 {
+		t.Fatalf("%d requests shown: the queued call asked too", n)
+	}
+}

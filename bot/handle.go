@@ -287,7 +287,7 @@ func (b *Bot) sendResult(ctx context.Context, a prompt.Answer) error {
 	return nil
 }
 
-var callbackData = regexp.MustCompile(`^([ar]):([A-Za-z0-9_-]{1,32})$`)
+var callbackData = regexp.MustCompile(`^([ars]):([A-Za-z0-9_-]{1,32})$`)
 
 // handleCallback decides an approval from a button press. The checks run
 // before anything changes: the presser is allowed, the data names an
@@ -314,7 +314,7 @@ func (b *Bot) handleCallback(ctx context.Context, q *models.CallbackQuery) {
 		b.answerCallback(ctx, q.ID, expired)
 		return
 	}
-	approve, id := parts[1] == "a", parts[2]
+	button, id := parts[1], parts[2]
 	unrecorded := false
 	switch shown, err := b.cfg.Store.ApprovalByMessage(ctx, chat, msgID); {
 	case err == nil && shown != id:
@@ -343,10 +343,13 @@ func (b *Bot) handleCallback(ctx context.Context, q *models.CallbackQuery) {
 		b.recordPressed(ctx, id, pressed)
 	}
 	var err error
-	if approve {
+	switch button {
+	case "a":
 		err = b.cfg.Service.Approve(ctx, id, by)
-	} else {
+	case "r":
 		err = b.cfg.Service.Reject(ctx, id, buttonRejectReason, by)
+	default:
+		err = b.cfg.Service.Stop(ctx, id, by)
 	}
 	switch {
 	case errors.Is(err, prompt.ErrNotPending):
@@ -371,10 +374,13 @@ func (b *Bot) handleCallback(ctx context.Context, q *models.CallbackQuery) {
 	}
 	// The decision's notice in the outbox edits every copy; the press is
 	// answered here and now.
-	if approve {
+	switch button {
+	case "a":
 		b.answerCallback(ctx, q.ID, "Approved")
-	} else {
+	case "r":
 		b.answerCallback(ctx, q.ID, "Rejected")
+	default:
+		b.answerCallback(ctx, q.ID, "Stopped: nothing more of this request runs")
 	}
 }
 

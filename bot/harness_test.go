@@ -495,8 +495,8 @@ func (h *harness) approvalMessage(n int) (models.Message, string, string) {
 	if err := c.Decode("reply_markup", &k); err != nil {
 		h.t.Fatal(err)
 	}
-	if len(k.InlineKeyboard) != 1 || len(k.InlineKeyboard[0]) != 2 {
-		h.t.Fatalf("keyboard = %+v, want one row of two buttons", k)
+	if len(k.InlineKeyboard) != 1 || len(k.InlineKeyboard[0]) != 3 {
+		h.t.Fatalf("keyboard = %+v, want one row of three buttons", k)
 	}
 	for _, b := range k.InlineKeyboard[0] {
 		if len(b) != 2 || b["text"] == nil || b["callback_data"] == nil {

@@ -84,6 +84,7 @@ func approvalKeyboard(approvalID string) keyboard {
 	return keyboard{InlineKeyboard: [][]button{{
 		{Text: "✅ Approve", CallbackData: "a:" + approvalID},
 		{Text: "❌ Reject", CallbackData: "r:" + approvalID},
+		{Text: "⛔ Stop", CallbackData: "s:" + approvalID},
 	}}}
 }
 

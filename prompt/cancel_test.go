@@ -210,3 +210,23 @@ func TestCancelRacingTheStartOfAPrompt(t *testing.T) {
 	}
 	nothingOn(t, h.ended, "a prompt ended twice")
 }
+
+// Stop is Cancel by the request's own button, keyed by the approval.
+func TestStopAtARequestEndsItsPrompt(t *testing.T) {
+	h := newHarness(t, opts{}, prompttest.Calls(call("c1", "test.gated", "x"), call("c2", "test.free", "y")))
+	id := h.create("go")
+	req := h.request()
+	if err := h.svc.Stop(context.Background(), "nope", "alice"); !errors.Is(err, prompt.ErrNotFound) {
+		t.Fatalf("stop at an unknown approval: %v", err)
+	}
+	if err := h.svc.Stop(context.Background(), req.ApprovalID, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	p := h.endAs(id, prompt.StateFailed)
+	if p.Error != "Cancelled by alice." || len(h.rec.got()) != 0 {
+		t.Fatalf("ended %q, ran %v", p.Error, h.rec.got())
+	}
+	if err := h.svc.Stop(context.Background(), req.ApprovalID, "bob"); !errors.Is(err, prompt.ErrNotPending) {
+		t.Fatalf("a second stop: %v, want ErrNotPending", err)
+	}
+}

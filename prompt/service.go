@@ -357,6 +357,21 @@ func (s *Service) Cancel(ctx context.Context, promptID, by string) error {
 	return nil
 }
 
+// Stop is the request's own ⛔ button: it rejects the call of approval
+// approvalID and every call queued after it, and ends the prompt with no
+// further model turn, as Cancel does. Returns ErrNotPending if the
+// approval was already decided, ErrNotFound if there is no such approval.
+func (s *Service) Stop(ctx context.Context, approvalID, by string) error {
+	ref, err := s.store.FindApproval(ctx, approvalID)
+	if err != nil {
+		return fmt.Errorf("stop at approval %s: %w", approvalID, err)
+	}
+	if ref.Status != ApprovalPending {
+		return fmt.Errorf("stop at approval %s: it is %s: %w", approvalID, ref.Status, ErrNotPending)
+	}
+	return s.Cancel(ctx, ref.PromptID, by)
+}
+
 // Close stops taking work and waits for the prompts being advanced to
 // pause or end; prompts waiting for approval or for a worker stay as
 // saved, for the next start. When ctx ends first, the steps under way are
