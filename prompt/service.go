@@ -362,13 +362,14 @@ func (s *Service) Cancel(ctx context.Context, promptID, by string) error {
 // further model turn, as Cancel does. Returns ErrNotPending if the
 // approval was already decided, ErrNotFound if there is no such approval.
 func (s *Service) Stop(ctx context.Context, approvalID, by string) error {
-	ref, err := s.store.FindApproval(ctx, approvalID)
+	// The rejection is the compare-and-set, so Stop loses to a press that
+	// decided first; the prompt is not kicked in between, so nothing
+	// queued runs before the cancel below ends it.
+	ref, err := s.store.Decide(ctx, approvalID, Decision{Status: ApprovalRejected, By: by, At: s.now(), Note: "cancelled"})
 	if err != nil {
 		return fmt.Errorf("stop at approval %s: %w", approvalID, err)
 	}
-	if ref.Status != ApprovalPending {
-		return fmt.Errorf("stop at approval %s: it is %s: %w", approvalID, ref.Status, ErrNotPending)
-	}
+	s.log.Info("stopped at a request", "prompt", ref.PromptID, "approval", approvalID, "by", by)
 	return s.Cancel(ctx, ref.PromptID, by)
 }
 
