@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,9 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pressly/goose/v3"
-
-	"tollgate/migrations"
 	"tollgate/prompt"
 	"tollgate/store"
 )
@@ -212,18 +208,7 @@ func TestPruneUpdatesDeletesOnlyOldHandledOnes(t *testing.T) {
 func TestInboxMigrationOnAnExistingDatabase(t *testing.T) {
 	ctx := context.Background()
 	// A database at the schema before the inbox, with a chat in it.
-	path := filepath.Join(t.TempDir(), "tollgate.db")
-	raw, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, raw, migrations.FS, goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 3); err != nil {
-		t.Fatal(err)
-	}
+	path, raw := databaseAt(t, 3)
 	if _, err := raw.Exec(`INSERT INTO chats (conversation_id, chat_id, created_at, updated_at)
 		VALUES ('tg:7', 7, '2026-11-20T10:00:00Z', '2026-11-20T10:00:00Z')`); err != nil {
 		t.Fatal(err)

@@ -22,20 +22,7 @@ import (
 // their own revision, approval rows that follow the call's status.
 func oldDatabase(t *testing.T) string {
 	t.Helper()
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "tollgate.db")
-	raw, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	p, err := goose.NewProvider(goose.DialectSQLite3, raw, migrations.FS, goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 2); err != nil {
-		t.Fatal(err)
-	}
+	path, raw := databaseAt(t, 2)
 	const ts = "2026-11-20T10:00:00Z"
 	for _, q := range []string{
 		// Waiting on a pending approval.
@@ -144,18 +131,7 @@ func TestUpgradeKeepsWaitingRequestsDecidable(t *testing.T) {
 // The upgrade drops those rows and keeps what humans added.
 func TestUpgradeDropsTheOldOperatorEntries(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "tollgate.db")
-	raw, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, raw, migrations.FS, goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 5); err != nil {
-		t.Fatal(err)
-	}
+	path, raw := databaseAt(t, 5)
 	for _, row := range [][2]string{
 		{"example.com", "config"},
 		{"removed.example.net", "config"},
@@ -180,4 +156,26 @@ func TestUpgradeDropsTheOldOperatorEntries(t *testing.T) {
 	if want := map[string]string{"golang.org": "Alice (111)", "docs.example.org": "prompt p1 call c1"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("entries after the upgrade %v; want %v", got, want)
 	}
+}
+
+// databaseAt creates a database in a temporary folder with the schema at
+// migration version, as an older Tollgate left it, and returns its path and
+// a raw handle to fill it (closed at the end of the test; close it before
+// store.Open).
+func databaseAt(t *testing.T, version int64) (string, *sql.DB) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "tollgate.db")
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close() })
+	p, err := goose.NewProvider(goose.DialectSQLite3, raw, migrations.FS, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(context.Background(), version); err != nil {
+		t.Fatal(err)
+	}
+	return path, raw
 }
