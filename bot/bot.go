@@ -45,9 +45,9 @@ type Service interface {
 	Cancel(ctx context.Context, promptID, by string) error
 	// LookupApproval returns where an approval stands, or prompt.ErrNotFound.
 	LookupApproval(ctx context.Context, approvalID string) (prompt.ApprovalRef, error)
-	// Request returns the request of an approval as it was asked, whatever
-	// its status now; prompt.ErrNotFound if there is none.
-	Request(ctx context.Context, approvalID string) (prompt.ApprovalRequest, error)
+	// Request returns the request of an approval as it was asked and where
+	// the approval stands now; prompt.ErrNotFound if there is none.
+	Request(ctx context.Context, approvalID string) (prompt.ApprovalRequest, prompt.ApprovalRef, error)
 	// Answer returns how a prompt ended; prompt.ErrNotPending if it has not.
 	Answer(ctx context.Context, promptID string) (prompt.Answer, error)
 	// OnOutbox tells that a change recorded notices in the outbox: the

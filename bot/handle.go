@@ -353,15 +353,19 @@ func (b *Bot) handleCallback(ctx context.Context, q *models.CallbackQuery) {
 	}
 	switch {
 	case errors.Is(err, prompt.ErrNotPending):
-		if ref, lerr := b.cfg.Service.LookupApproval(ctx, id); lerr == nil && ref.Status == prompt.ApprovalExpired {
+		req, ref, lerr := b.cfg.Service.Request(ctx, id)
+		if lerr == nil && ref.Status == prompt.ApprovalExpired {
 			b.answerCallback(ctx, q.ID, expired)
 		} else {
 			b.answerCallback(ctx, q.ID, "Already decided")
 		}
 		// The pressed copy still had buttons: a crash may have kept the
 		// decision's edit from it, or its record was lost. Close it.
-		if pressed != nil {
-			b.closePressed(ctx, id, pressed)
+		switch {
+		case lerr != nil:
+			b.log.Warn("look up a decided approval", "approval", id, "err", lerr)
+		case pressed != nil:
+			b.closePressed(ctx, id, req, ref, pressed)
 		}
 		return
 	case errors.Is(err, prompt.ErrNotFound):
@@ -398,17 +402,8 @@ func (b *Bot) recordPressed(ctx context.Context, id string, pressed *models.Mess
 }
 
 // closePressed edits a pressed copy of a decided request to its outcome.
-func (b *Bot) closePressed(ctx context.Context, id string, pressed *models.Message) {
-	ref, err := b.cfg.Service.LookupApproval(ctx, id)
-	if err != nil {
-		b.log.Warn("look up a decided approval", "approval", id, "err", err)
-		return
-	}
-	base := escapeHTML(visible(pressed.Text))
-	if req, err := b.cfg.Service.Request(ctx, id); err == nil {
-		base = renderApproval(req).HTML
-	}
-	if err := b.edit(ctx, pressed.Chat.ID, pressed.ID, base+decidedLine(ref)); err != nil {
+func (b *Bot) closePressed(ctx context.Context, id string, req prompt.ApprovalRequest, ref prompt.ApprovalRef, pressed *models.Message) {
+	if err := b.edit(ctx, pressed.Chat.ID, pressed.ID, renderApproval(req).HTML+decidedLine(ref)); err != nil {
 		b.log.Warn("close a pressed copy of a decided request", "approval", id, "message", pressed.ID, "err", err)
 	}
 }

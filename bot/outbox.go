@@ -201,34 +201,27 @@ func holdFor(err error, attempts int) time.Duration {
 // before its turn came is not shown: the decision's own notice closes the
 // copies there are.
 func (b *Bot) deliverRequest(ctx context.Context, e prompt.OutboxEntry) error {
-	ref, err := b.cfg.Service.LookupApproval(ctx, e.ApprovalID)
-	if errors.Is(err, prompt.ErrNotFound) {
-		return fmt.Errorf("%w: approval %s: %w", errGiveUp, e.ApprovalID, err)
-	}
-	if err != nil {
-		return err
-	}
-	if ref.Status != prompt.ApprovalPending {
-		return nil
-	}
-	req, err := b.cfg.Service.Request(ctx, e.ApprovalID)
-	if err != nil {
+	req, ref, err := b.request(ctx, e.ApprovalID)
+	if err != nil || ref.Status != prompt.ApprovalPending {
 		return err
 	}
 	return b.sendApproval(ctx, req)
 }
 
+// request reads an approval's request and standing for a delivery; one
+// whose record is gone can never be delivered.
+func (b *Bot) request(ctx context.Context, approvalID string) (prompt.ApprovalRequest, prompt.ApprovalRef, error) {
+	req, ref, err := b.cfg.Service.Request(ctx, approvalID)
+	if errors.Is(err, prompt.ErrNotFound) {
+		err = fmt.Errorf("%w: approval %s: %w", errGiveUp, approvalID, err)
+	}
+	return req, ref, err
+}
+
 // deliverDecision edits every copy of a request that left pending to show
 // how it ended, without buttons.
 func (b *Bot) deliverDecision(ctx context.Context, approvalID string) error {
-	ref, err := b.cfg.Service.LookupApproval(ctx, approvalID)
-	if errors.Is(err, prompt.ErrNotFound) {
-		return fmt.Errorf("%w: approval %s: %w", errGiveUp, approvalID, err)
-	}
-	if err != nil {
-		return err
-	}
-	req, err := b.cfg.Service.Request(ctx, approvalID)
+	req, ref, err := b.request(ctx, approvalID)
 	if err != nil {
 		return err
 	}

@@ -80,20 +80,21 @@ func TestRequestAndAnswerAreReadBackFromTheStore(t *testing.T) {
 	if _, err := h.svc.Answer(ctx, id); !errors.Is(err, prompt.ErrNotPending) {
 		t.Fatalf("answer of a waiting prompt: %v", err)
 	}
-	got, err := h.svc.Request(ctx, asked.ApprovalID)
-	if err != nil || !reflect.DeepEqual(got, asked) {
-		t.Fatalf("request = %+v, %v; want %+v", got, err, asked)
+	got, ref, err := h.svc.Request(ctx, asked.ApprovalID)
+	if err != nil || !reflect.DeepEqual(got, asked) || ref.Status != prompt.ApprovalPending {
+		t.Fatalf("request = %+v (%s), %v; want %+v, pending", got, ref.Status, err, asked)
 	}
 	h.approve(asked.ApprovalID)
 	h.endAs(id, prompt.StateCompleted)
-	if got, err := h.svc.Request(ctx, asked.ApprovalID); err != nil || got.ToolName != "test.gated" || string(got.Input) != string(asked.Input) {
-		t.Fatalf("request after the decision = %+v, %v", got, err)
+	if got, ref, err := h.svc.Request(ctx, asked.ApprovalID); err != nil || got.ToolName != "test.gated" ||
+		string(got.Input) != string(asked.Input) || ref.Status != prompt.ApprovalApproved || ref.DecidedBy == "" {
+		t.Fatalf("request after the decision = %+v (%+v), %v", got, ref, err)
 	}
 	a, err := h.svc.Answer(ctx, id)
 	if err != nil || a.State != prompt.StateCompleted || a.Text != "done" || a.ConversationID != "conv-1" {
 		t.Fatalf("answer = %+v, %v", a, err)
 	}
-	if _, err := h.svc.Request(ctx, "nope"); !errors.Is(err, prompt.ErrNotFound) {
+	if _, _, err := h.svc.Request(ctx, "nope"); !errors.Is(err, prompt.ErrNotFound) {
 		t.Fatalf("unknown request: %v", err)
 	}
 	if _, err := h.svc.Answer(ctx, "nope"); !errors.Is(err, prompt.ErrNotFound) {

@@ -248,24 +248,24 @@ func (s *Service) Active(ctx context.Context, conversationID string) (Status, er
 	return st, nil
 }
 
-// Request returns the request of approval approvalID as it was asked,
-// whatever it stands at now (see LookupApproval), so a sender can show it
-// or rebuild a copy after the decision. Returns ErrNotFound if there is no
+// Request returns the request of approval approvalID as it was asked and
+// where the approval stands now, so a sender can show it, or rebuild a
+// copy with its outcome, from one look. Returns ErrNotFound if there is no
 // such approval.
-func (s *Service) Request(ctx context.Context, approvalID string) (ApprovalRequest, error) {
+func (s *Service) Request(ctx context.Context, approvalID string) (ApprovalRequest, ApprovalRef, error) {
 	ref, err := s.store.FindApproval(ctx, approvalID)
 	if err != nil {
-		return ApprovalRequest{}, err
+		return ApprovalRequest{}, ApprovalRef{}, err
 	}
 	p, err := s.store.LoadPrompt(ctx, ref.PromptID)
 	if err != nil {
-		return ApprovalRequest{}, fmt.Errorf("request %s: %w", approvalID, err)
+		return ApprovalRequest{}, ApprovalRef{}, fmt.Errorf("request %s: %w", approvalID, err)
 	}
 	i := findCall(p, ref.CallID)
 	if i < 0 || p.Output[i].Call.Approval == nil {
-		return ApprovalRequest{}, fmt.Errorf("request %s: its call %s is not in prompt %s: %w", approvalID, ref.CallID, p.ID, ErrNotFound)
+		return ApprovalRequest{}, ApprovalRef{}, fmt.Errorf("request %s: its call %s is not in prompt %s: %w", approvalID, ref.CallID, p.ID, ErrNotFound)
 	}
-	return requestOf(p, i), nil
+	return requestOf(p, i), ref, nil
 }
 
 // Answer returns how prompt promptID ended. Returns ErrNotPending if it
