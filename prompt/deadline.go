@@ -67,7 +67,6 @@ func (s *Service) deadlineLoop() {
 func (s *Service) meetDeadlines() {
 	ctx := s.base
 	now := s.now()
-	// Decisions nobody made are stamped like the others.
 	expired, remind, err := s.store.DueApprovals(ctx, now)
 	if err != nil {
 		s.log.Error("read due approvals", "err", err)
@@ -75,15 +74,10 @@ func (s *Service) meetDeadlines() {
 	}
 	for _, ref := range expired {
 		note := "no decision within " + shortDuration(s.timeout)
-		_, err := s.store.Decide(ctx, ref.ID, Decision{Status: ApprovalExpired, At: now, Note: note})
-		if err != nil {
+		if err := s.decide(ctx, ref.ID, Decision{Status: ApprovalExpired, At: now, Note: note}); err != nil {
 			// ErrNotPending: decided just now; anything else: next time.
 			s.log.Debug("expire approval", "approval", ref.ID, "err", err)
-			continue
 		}
-		s.log.Info("approval expired", "prompt", ref.PromptID, "approval", ref.ID, "after", s.timeout)
-		s.onOutbox.emit(ctx, struct{}{})
-		s.kick(ref.PromptID)
 	}
 	for _, ref := range remind {
 		sent, err := s.store.Remind(ctx, ref.ID)
