@@ -104,7 +104,7 @@ func (s *Service) advance(ctx context.Context, id string) {
 		s.onActivity.emit(context.WithoutCancel(ctx), act)
 	}()
 	r := &run{s: s, p: p}
-	for r.p != nil && r.p.State == StateRunning && !shutdown(ctx) {
+	for r.p.State == StateRunning && !shutdown(ctx) {
 		if !r.step(ctx) {
 			return
 		}
@@ -122,7 +122,7 @@ type run struct {
 // step takes one transition and reports whether the pass goes on.
 func (r *run) step(ctx context.Context) bool {
 	s := r.s
-	if idx := decided(r.p); len(idx) > 0 {
+	if len(decided(r.p)) > 0 {
 		return r.save(ctx, settle)
 	}
 	if r.p.CancelledBy != "" {
@@ -233,6 +233,8 @@ func (r *run) modelTurn(ctx context.Context) bool {
 		r.history, r.loaded = h, true
 	}
 	turns := r.p.Turns
+	// The answer belongs to this turn only while nothing moved the prompt on.
+	sameTurn := func(p *Prompt) bool { return p.State == StateRunning && p.Turns == turns && p.CancelledBy == "" }
 	req := Request{
 		System:   s.system,
 		Messages: Messages(append(r.history[:len(r.history):len(r.history)], r.p)...),
@@ -247,14 +249,14 @@ func (r *run) modelTurn(ctx context.Context) bool {
 	case err != nil:
 		s.log.Error("model turn", "prompt", r.p.ID, "err", err)
 		return r.save(ctx, func(p *Prompt) ([]int, bool) {
-			if p.State != StateRunning || p.Turns != turns || p.CancelledBy != "" {
+			if !sameTurn(p) {
 				return nil, false
 			}
 			return endPrompt(p, StateFailed, "The model failed: "+err.Error()), true
 		})
 	}
 	return r.save(ctx, func(p *Prompt) ([]int, bool) {
-		if p.State != StateRunning || p.Turns != turns || p.CancelledBy != "" {
+		if !sameTurn(p) {
 			return nil, false
 		}
 		p.Turns++
