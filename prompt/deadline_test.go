@@ -162,6 +162,11 @@ func TestAReminderShowsAWaitingRequestOnce(t *testing.T) {
 	for resends() == 0 {
 		waitFor(t, outbox) // fails the test if no reminder comes
 	}
+	// Once sent, the reminder is cleared in the row: nothing is left to
+	// fire again, however far the clock moves.
+	if a := callOf(t, h.stored(req.PromptID), "c1").Approval; !a.RemindAt.IsZero() {
+		t.Fatalf("remind_at still %v after the reminder", a.RemindAt)
+	}
 	clock.advance(time.Hour)
 	if n := resends(); n != 1 {
 		t.Fatalf("%d reminders, want one", n)
