@@ -61,6 +61,20 @@ type Service interface {
 	Recover(ctx context.Context) (prompt.Recovered, error)
 	// Gated names the tools that can ask for approval.
 	Gated() []string
+	// ApproveAlways approves as Approve does and records a grant, so that
+	// calls in the request's scope run without asking; prompt.ErrNoGrant if
+	// the tool offers none.
+	ApproveAlways(ctx context.Context, approvalID, by string, spec prompt.GrantSpec) (prompt.Grant, error)
+	// Edit replaces a pending call's input with arguments; a
+	// *prompt.EditError says why it was refused, in words for the person.
+	Edit(ctx context.Context, approvalID, arguments, by string) error
+	// Grants lists the grants in force in a conversation, newest first.
+	Grants(ctx context.Context, conversationID string) ([]prompt.Grant, error)
+	// Revoke ends a grant in force in a conversation; prompt.ErrNotFound
+	// if there is none with that ID.
+	Revoke(ctx context.Context, conversationID, id, by string) (prompt.Grant, error)
+	// GrantedCall returns a call a grant let run, and the grant.
+	GrantedCall(ctx context.Context, promptID, callID string) (prompt.GrantedCall, error)
 }
 
 var _ Service = (*prompt.Service)(nil)
@@ -78,6 +92,10 @@ type Store interface {
 	ApprovalMessages(ctx context.Context, approvalID string) (chatID int64, messageIDs []int, err error)
 	// ApprovalByMessage returns the approval shown by message messageID in chat chatID, or an error wrapping prompt.ErrNotFound.
 	ApprovalByMessage(ctx context.Context, chatID int64, messageID int) (string, error)
+	// AddEditMessage records that message messageID in chat chatID asks for the edited input of approvalID (idempotent).
+	AddEditMessage(ctx context.Context, approvalID string, chatID int64, messageID int) error
+	// EditByMessage returns the approval whose edited input message messageID in chat chatID asks for, or an error wrapping prompt.ErrNotFound.
+	EditByMessage(ctx context.Context, chatID int64, messageID int) (string, error)
 	// DueNotices returns up to limit outbox entries to deliver at now: the oldest undelivered entry of each conversation unless held until later; re-sends after the rest, then oldest first.
 	DueNotices(ctx context.Context, now time.Time, limit int) ([]prompt.OutboxEntry, error)
 	// NextNoticeAt returns when the earliest held entry becomes due, and false if none is held.
@@ -445,6 +463,8 @@ var commands = []models.BotCommand{
 	{Command: "help", Description: "What this bot does and which tools need approval"},
 	{Command: "pending", Description: "Show the request waiting for your approval"},
 	{Command: "cancel", Description: "Stop the current request"},
+	{Command: "grants", Description: "List what runs without asking, and revoke it"},
+	{Command: "edit", Description: "Change the waiting request's input: /edit {JSON}"},
 	{Command: "start", Description: "Introduction"},
 }
 

@@ -72,6 +72,10 @@ func (b *Bot) handleMessage(ctx context.Context, m *models.Message) {
 		return
 	}
 	if r := m.ReplyToMessage; r != nil {
+		if id, err := b.cfg.Store.EditByMessage(ctx, chat, r.ID); err == nil {
+			b.editRequest(ctx, m, id, m.Text)
+			return
+		}
 		id, err := b.cfg.Store.ApprovalByMessage(ctx, chat, r.ID)
 		switch {
 		case err == nil:
@@ -199,8 +203,117 @@ func (b *Bot) handleCommand(ctx context.Context, m *models.Message, cmd string) 
 		}
 		// The outbox tells the rest: the request's copies lose their
 		// buttons, and the answer says it was cancelled.
+	case "/grants":
+		html, kb, err := b.grantList(ctx, conv)
+		if err != nil {
+			b.log.Error("list grants", "conversation", conv, "err", err)
+			b.note(ctx, chat, m.ID, internalError)
+			return
+		}
+		if _, err := b.send(ctx, message{chat: chat, html: html, markup: kb}); err != nil {
+			b.log.Error("send grants", "chat", chat, "err", err)
+		}
+	case "/edit":
+		b.editCommand(ctx, m)
 	default:
 		b.note(ctx, chat, m.ID, "I do not know that command. Send /help for the list.")
+	}
+}
+
+// editCommand is "/edit {JSON}": as a reply to a request (or to the
+// message its ✏️ Edit button sent) it edits that request; otherwise the
+// one the chat's prompt waits for.
+func (b *Bot) editCommand(ctx context.Context, m *models.Message) {
+	chat := m.Chat.ID
+	_, args, _ := strings.Cut(m.Text, " ")
+	if cmd, rest, ok := strings.Cut(m.Text, "\n"); ok && !strings.Contains(cmd, " ") {
+		args = rest
+	}
+	var id string
+	if r := m.ReplyToMessage; r != nil {
+		if eid, err := b.cfg.Store.EditByMessage(ctx, chat, r.ID); err == nil {
+			id = eid
+		} else if aid, err := b.cfg.Store.ApprovalByMessage(ctx, chat, r.ID); err == nil {
+			id = aid
+		}
+	}
+	if id == "" {
+		req := b.pending(ctx, conversationOf(chat))
+		if req == nil {
+			b.note(ctx, chat, m.ID, "Nothing is waiting for your approval, so there is nothing to edit.")
+			return
+		}
+		id = req.ApprovalID
+	}
+	if strings.TrimSpace(args) == "" {
+		b.note(ctx, chat, m.ID, "Send /edit followed by the new input as a JSON object, for example <code>/edit {\"url\": \"https://example.com/\"}</code>, or press ✏️ Edit on the request.")
+		return
+	}
+	b.editRequest(ctx, m, id, args)
+}
+
+// maxGrantsShown bounds a /grants list: a message holds 4096 characters
+// and a keyboard 100 buttons. Revoking one shows the next.
+const maxGrantsShown = 20
+
+// grantList renders the grants in force in conv, a revoke button each.
+func (b *Bot) grantList(ctx context.Context, conv string) (string, keyboard, error) {
+	gs, err := b.cfg.Service.Grants(ctx, conv)
+	if err != nil {
+		return "", keyboard{}, err
+	}
+	kb := keyboard{InlineKeyboard: [][]button{}}
+	if len(gs) == 0 {
+		return "No grants: every call that needs approval asks. Choose 🔁 Always… on a request to add one.", kb, nil
+	}
+	h := &htmlText{}
+	h.tag("🔁 ").wrap("b", "Grants").text(" (the calls they cover run without asking):")
+	for i, g := range gs {
+		if i == maxGrantsShown {
+			h.text(fmt.Sprintf("\n…and %d more; revoke some to see them.", len(gs)-maxGrantsShown))
+			break
+		}
+		h.text(fmt.Sprintf("\n%d. ", i+1)).wrap("code", clip(g.Tool, maxNameLength)).text(": " + grantLine(g))
+		kb.InlineKeyboard = append(kb.InlineKeyboard, []button{{Text: fmt.Sprintf("Revoke %d", i+1), CallbackData: "x:" + g.ID}})
+	}
+	return h.b.String(), kb, nil
+}
+
+// grantLine says what a grant covers, where, until when and from whom.
+func grantLine(g prompt.Grant) string {
+	where := "this chat"
+	if g.ConversationID == "" {
+		where = "every chat"
+	}
+	until := "until revoked"
+	if !g.ExpiresAt.IsZero() {
+		until = "until " + g.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC")
+	}
+	return clipExact(g.Label, maxReasonLength) + "; " + where + ", " + until + "; by " + clip(g.By, maxByLength)
+}
+
+// revoke handles a /grants list's button: it ends the grant and shows the
+// list as it now stands.
+func (b *Bot) revoke(ctx context.Context, q *models.CallbackQuery, chat int64, msgID int, id string) {
+	conv := conversationOf(chat)
+	g, err := b.cfg.Service.Revoke(ctx, conv, id, who(q.From))
+	switch {
+	case errors.Is(err, prompt.ErrNotFound), errors.Is(err, prompt.ErrNotPending):
+		b.answerCallback(ctx, q.ID, "That grant has ended already.")
+	case err != nil:
+		b.log.Error("revoke grant", "grant", id, "err", err)
+		b.answerCallback(ctx, q.ID, internalError)
+		return
+	default:
+		b.answerCallback(ctx, q.ID, clip("Revoked: "+g.Label+" asks again.", maxCallbackText))
+	}
+	html, kb, err := b.grantList(ctx, conv)
+	if err != nil {
+		b.log.Error("list grants", "conversation", conv, "err", err)
+		return
+	}
+	if err := b.editWithMarkup(ctx, chat, msgID, html, kb); err != nil {
+		b.log.Warn("refresh the grants list", "chat", chat, "err", err)
 	}
 }
 
@@ -208,7 +321,10 @@ func (b *Bot) helpText() string {
 	h := &htmlText{}
 	h.wrap("b", "Tollgate").text(" runs an AI agent for you. Send a message and it works on it; " +
 		"before it uses a risky tool it asks here, and nothing runs until you press ✅ Approve. " +
-		"Press ❌ Reject, or reply to the request with a note, to refuse; the agent is told why.\n\n")
+		"Press ❌ Reject, or reply to the request with a note, to refuse; the agent is told why. "+
+		"⛔ Stop refuses it and everything queued after it, and ends the request. "+
+		"🔁 Always… approves it and lets calls like it run without asking (in this chat or all, for an hour or until revoked; /grants lists them). "+
+		"✏️ Edit lets you change the input first; the edited call is asked again.\n\n")
 	gated := b.cfg.Service.Gated()
 	if len(gated) == 0 {
 		h.text("No tool needs approval right now.")
@@ -218,7 +334,8 @@ func (b *Bot) helpText() string {
 			h.text("\n• " + oneLine(g))
 		}
 	}
-	h.text("\n\nCommands:\n/pending: show the request waiting for you\n/cancel: stop the current request\n/help: this message")
+	h.text("\n\nCommands:\n/pending: show the request waiting for you\n/cancel: stop the current request\n" +
+		"/grants: what runs without asking, to revoke\n/edit {JSON}: change the waiting request's input\n/help: this message")
 	return h.b.String()
 }
 
@@ -233,7 +350,7 @@ func (b *Bot) sendApproval(ctx context.Context, req prompt.ApprovalRequest) erro
 		return err
 	}
 	view := renderApproval(req)
-	id, err := b.send(ctx, message{chat: chat, html: view.HTML, markup: approvalKeyboard(req.ApprovalID)})
+	id, err := b.send(ctx, message{chat: chat, html: view.HTML, markup: approvalKeyboard(req)})
 	if err != nil {
 		b.log.Error("approval request not sent; it stays pending and is sent again by /pending and on the next start",
 			"approval", req.ApprovalID, "chat", chat, "err", err)
@@ -287,7 +404,12 @@ func (b *Bot) sendResult(ctx context.Context, a prompt.Answer) error {
 	return nil
 }
 
-var callbackData = regexp.MustCompile(`^([ars]):([A-Za-z0-9_-]{1,32})$`)
+// callbackData is a request's button: approve, reject, stop, always… (w),
+// a grant choice (g, with where and how long), back (b), edit (e).
+var callbackData = regexp.MustCompile(`^(?:([arsweb])|(g)):([A-Za-z0-9_-]{1,32})(?::(ch|cf|ah|af))?$`)
+
+// revokeData is a /grants list's button.
+var revokeData = regexp.MustCompile(`^x:(g[a-z2-7]{16})$`)
 
 // handleCallback decides an approval from a button press. The checks run
 // before anything changes: the presser is allowed, the data names an
@@ -309,12 +431,17 @@ func (b *Bot) handleCallback(ctx context.Context, q *models.CallbackQuery) {
 	case q.Message.InaccessibleMessage != nil:
 		chat, msgID = q.Message.InaccessibleMessage.Chat.ID, q.Message.InaccessibleMessage.MessageID
 	}
+	if m := revokeData.FindStringSubmatch(q.Data); m != nil && chat != 0 {
+		b.revoke(ctx, q, chat, msgID, m[1])
+		return
+	}
 	parts := callbackData.FindStringSubmatch(q.Data)
-	if parts == nil || chat == 0 {
+	// A choice belongs to g alone, and g needs one.
+	if parts == nil || chat == 0 || (parts[2] == "g") != (parts[4] != "") {
 		b.answerCallback(ctx, q.ID, expired)
 		return
 	}
-	button, id := parts[1], parts[2]
+	button, id, choice := parts[1]+parts[2], parts[3], parts[4]
 	unrecorded := false
 	switch shown, err := b.cfg.Store.ApprovalByMessage(ctx, chat, msgID); {
 	case err == nil && shown != id:
@@ -342,21 +469,31 @@ func (b *Bot) handleCallback(ctx context.Context, q *models.CallbackQuery) {
 		// Before the decision, whose notice edits every recorded copy.
 		b.recordPressed(ctx, id, pressed)
 	}
-	var err error
+	var (
+		err   error
+		grant prompt.Grant
+	)
 	switch button {
 	case "a":
 		err = b.cfg.Service.Approve(ctx, id, by)
 	case "r":
 		err = b.cfg.Service.Reject(ctx, id, buttonRejectReason, by)
-	default:
+	case "s":
 		err = b.cfg.Service.Stop(ctx, id, by)
+	case "g":
+		grant, err = b.cfg.Service.ApproveAlways(ctx, id, by, grantChoices[choice])
+	default: // w, b, e: nothing is decided yet
+		err = b.pressNonDeciding(ctx, q, button, id, chat, msgID)
 	}
 	switch {
 	case errors.Is(err, prompt.ErrNotPending):
 		req, ref, lerr := b.cfg.Service.Request(ctx, id)
-		if lerr == nil && ref.Status == prompt.ApprovalExpired {
+		switch {
+		case lerr == nil && ref.Status == prompt.ApprovalExpired:
 			b.answerCallback(ctx, q.ID, expired)
-		} else {
+		case lerr == nil && ref.Status == prompt.ApprovalEdited:
+			b.answerCallback(ctx, q.ID, "This request was edited; decide the edited one.")
+		default:
 			b.answerCallback(ctx, q.ID, "Already decided")
 		}
 		// The pressed copy still had buttons: a crash may have kept the
@@ -371,6 +508,9 @@ func (b *Bot) handleCallback(ctx context.Context, q *models.CallbackQuery) {
 	case errors.Is(err, prompt.ErrNotFound):
 		b.answerCallback(ctx, q.ID, expired)
 		return
+	case errors.Is(err, prompt.ErrNoGrant):
+		b.answerCallback(ctx, q.ID, "This tool offers no “always”: approve this call on its own.")
+		return
 	case err != nil:
 		b.log.Error("decide approval", "approval", id, "err", err)
 		b.answerCallback(ctx, q.ID, internalError)
@@ -383,8 +523,90 @@ func (b *Bot) handleCallback(ctx context.Context, q *models.CallbackQuery) {
 		b.answerCallback(ctx, q.ID, "Approved")
 	case "r":
 		b.answerCallback(ctx, q.ID, "Rejected")
-	default:
+	case "s":
 		b.answerCallback(ctx, q.ID, "Stopped: nothing more of this request runs")
+	case "g":
+		b.answerCallback(ctx, q.ID, clip("Approved "+prompt.GrantNote(grant), maxCallbackText))
+	}
+}
+
+// maxCallbackText is Telegram's limit on a callback answer's text.
+const maxCallbackText = 200
+
+// pressNonDeciding handles the buttons that decide nothing: "Always…"
+// shows where and for how long, "« Back" the request's own buttons again,
+// "Edit" asks for the new input. Each answers the press itself; errors are
+// those of a decision, for the caller to answer.
+func (b *Bot) pressNonDeciding(ctx context.Context, q *models.CallbackQuery, button, id string, chat int64, msgID int) error {
+	req, ref, err := b.cfg.Service.Request(ctx, id)
+	if err != nil {
+		return err
+	}
+	if ref.Status != prompt.ApprovalPending {
+		return fmt.Errorf("approval %s is %s: %w", id, ref.Status, prompt.ErrNotPending)
+	}
+	switch button {
+	case "w":
+		if req.Scope == nil {
+			return prompt.ErrNoGrant
+		}
+		b.answerCallback(ctx, q.ID, clip("Always allow "+req.Scope.Label+": choose where and for how long.", maxCallbackText))
+		if err := b.editMarkup(ctx, chat, msgID, alwaysKeyboard(id)); err != nil {
+			b.log.Warn("show the 'always' choices", "approval", id, "err", err)
+		}
+	case "b":
+		b.answerCallback(ctx, q.ID, "")
+		if err := b.editMarkup(ctx, chat, msgID, approvalKeyboard(req)); err != nil {
+			b.log.Warn("show the request's buttons again", "approval", id, "err", err)
+		}
+	case "e":
+		b.answerCallback(ctx, q.ID, "Reply with the new input")
+		b.askEdit(ctx, req, chat, msgID)
+	}
+	return nil
+}
+
+// askEdit sends the message a reply to which edits request req: it shows
+// the input now, ready to copy, and forces a reply.
+func (b *Bot) askEdit(ctx context.Context, req prompt.ApprovalRequest, chat int64, requestMsg int) {
+	h := &htmlText{}
+	h.text("✏️ Reply to this message with the new input for ").wrap("code", clip(req.ToolName, maxNameLength)).
+		text(": a JSON object, checked as the agent's would be. It becomes a new request to approve; this one closes. Now:\n")
+	input := shownInput(req.Input)
+	if utf16Len(input) > maxText-outcomeRoom-h.n {
+		h.text("(too long to show; it is in the request's attachment)")
+	} else {
+		h.wrap("pre", input)
+	}
+	force := map[string]any{"force_reply": true, "input_field_placeholder": "{ … }"}
+	id, err := b.send(ctx, message{chat: chat, html: h.b.String(), replyTo: requestMsg, markup: force})
+	if err != nil {
+		b.log.Error("ask for an edit", "approval", req.ApprovalID, "err", err)
+		return
+	}
+	if err := b.cfg.Store.AddEditMessage(ctx, req.ApprovalID, chat, id); err != nil {
+		b.log.Error("record the edit message", "approval", req.ApprovalID, "err", err)
+		b.note(ctx, chat, id, "I could not record this message; reply to the request itself with /edit and the new input.")
+	}
+}
+
+// editRequest replaces the input of approval id with what m says.
+func (b *Bot) editRequest(ctx context.Context, m *models.Message, id, arguments string) {
+	chat := m.Chat.ID
+	var refused *prompt.EditError
+	err := b.cfg.Service.Edit(ctx, id, strings.TrimSpace(arguments), who(*m.From))
+	switch {
+	case errors.As(err, &refused):
+		h := &htmlText{}
+		h.text("That edit was not taken: " + clip(refused.Reason, maxNoteLength) + ". The request is unchanged; send /edit again with a corrected input.")
+		b.note(ctx, chat, m.ID, h.b.String())
+	case errors.Is(err, prompt.ErrNotPending), errors.Is(err, prompt.ErrNotFound):
+		b.note(ctx, chat, m.ID, "That request was already decided.")
+	case err != nil:
+		b.log.Error("edit approval", "approval", id, "err", err)
+		b.note(ctx, chat, m.ID, internalError)
+	default:
+		b.note(ctx, chat, m.ID, "Edited. The edited call follows as a new request; approve it on its own.")
 	}
 }
 

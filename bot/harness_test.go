@@ -42,6 +42,7 @@ type memStore struct {
 	approvals map[string][]int // approval → message IDs
 	chatOf    map[string]int64 // approval → chat
 	byMessage map[[2]int64]string
+	edits     map[[2]int64]string // ✏️ Edit's messages → approval
 	inbox     map[int64]*inboxRow
 	// recordHook, if set, runs before each RecordUpdates: an error fails
 	// the recording. afterRecord, if set, runs after one succeeded, before
@@ -60,7 +61,7 @@ type inboxRow struct {
 
 func newMemStore(prompts *prompttest.Store, calls *callLog) *memStore {
 	return &memStore{prompts: prompts, calls: calls, chats: map[string]int64{}, approvals: map[string][]int{}, chatOf: map[string]int64{},
-		byMessage: map[[2]int64]string{}, inbox: map[int64]*inboxRow{}}
+		byMessage: map[[2]int64]string{}, edits: map[[2]int64]string{}, inbox: map[int64]*inboxRow{}}
 }
 
 func (m *memStore) SaveChat(_ context.Context, conv string, chat int64) error {
@@ -109,6 +110,23 @@ func (m *memStore) ApprovalByMessage(_ context.Context, chat int64, msg int) (st
 	id, ok := m.byMessage[[2]int64{chat, int64(msg)}]
 	if !ok {
 		return "", fmt.Errorf("approval of message %d: %w", msg, prompt.ErrNotFound)
+	}
+	return id, nil
+}
+
+func (m *memStore) AddEditMessage(_ context.Context, id string, chat int64, msg int) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.edits[[2]int64{chat, int64(msg)}] = id
+	return nil
+}
+
+func (m *memStore) EditByMessage(_ context.Context, chat int64, msg int) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	id, ok := m.edits[[2]int64{chat, int64(msg)}]
+	if !ok {
+		return "", fmt.Errorf("edit of message %d: %w", msg, prompt.ErrNotFound)
 	}
 	return id, nil
 }
@@ -495,15 +513,27 @@ func (h *harness) approvalMessage(n int) (models.Message, string, string) {
 	if err := c.Decode("reply_markup", &k); err != nil {
 		h.t.Fatal(err)
 	}
-	if len(k.InlineKeyboard) != 1 || len(k.InlineKeyboard[0]) != 3 {
-		h.t.Fatalf("keyboard = %+v, want one row of three buttons", k)
+	// ✅ Approve (· 🔁 Always… when the tool offers it), then ✏️ Edit ·
+	// ❌ Reject · ⛔ Stop.
+	if len(k.InlineKeyboard) != 2 || len(k.InlineKeyboard[0]) < 1 || len(k.InlineKeyboard[0]) > 2 || len(k.InlineKeyboard[1]) != 3 {
+		h.t.Fatalf("keyboard = %+v, want Approve (and Always…) over Edit, Reject, Stop", k)
 	}
-	for _, b := range k.InlineKeyboard[0] {
-		if len(b) != 2 || b["text"] == nil || b["callback_data"] == nil {
-			h.t.Fatalf("button %v: want exactly text and callback_data", b)
+	data := map[string]string{}
+	for _, row := range k.InlineKeyboard {
+		for _, b := range row {
+			if len(b) != 2 || b["text"] == nil || b["callback_data"] == nil {
+				h.t.Fatalf("button %v: want exactly text and callback_data", b)
+			}
+			d := b["callback_data"].(string)
+			if len(d) > 64 {
+				h.t.Fatalf("callback_data %q longer than 64 bytes", d)
+			}
+			data[d[:1]] = d
 		}
-		if d := b["callback_data"].(string); len(d) > 64 {
-			h.t.Fatalf("callback_data %q longer than 64 bytes", d)
+	}
+	for _, want := range []string{"a", "e", "r", "s"} {
+		if data[want] == "" {
+			h.t.Fatalf("keyboard %+v has no %q button", k, want)
 		}
 	}
 	// The bot records the message once Telegram answers; wait for that so
@@ -518,7 +548,7 @@ func (h *harness) approvalMessage(n int) (models.Message, string, string) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	return m, k.InlineKeyboard[0][0]["callback_data"].(string), k.InlineKeyboard[0][1]["callback_data"].(string)
+	return m, data["a"], data["r"]
 }
 
 func (h *harness) waitAnswer(id, text string) {

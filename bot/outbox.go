@@ -150,6 +150,8 @@ func (b *Bot) deliverOne(ctx context.Context, e prompt.OutboxEntry) {
 		err = b.deliverRequest(ctx, e)
 	case prompt.NoticeDecided:
 		err = b.deliverDecision(ctx, e.ApprovalID)
+	case prompt.NoticeGranted:
+		err = b.deliverGranted(ctx, e.PromptID, e.CallID)
 	case prompt.NoticeAnswer:
 		err = b.deliverAnswer(ctx, e.PromptID)
 	default:
@@ -238,4 +240,25 @@ func (b *Bot) deliverAnswer(ctx context.Context, promptID string) error {
 		return err
 	}
 	return b.sendResult(ctx, a)
+}
+
+// deliverGranted sends the one line that says a call ran without asking
+// and which grant allowed it.
+func (b *Bot) deliverGranted(ctx context.Context, promptID, callID string) error {
+	gc, err := b.cfg.Service.GrantedCall(ctx, promptID, callID)
+	if errors.Is(err, prompt.ErrNotFound) {
+		return fmt.Errorf("%w: %w", errGiveUp, err)
+	}
+	if err != nil {
+		return err
+	}
+	chat, err := b.chatOf(ctx, gc.ConversationID)
+	if err != nil {
+		return fmt.Errorf("%w: no chat: %w", errGiveUp, err)
+	}
+	h := &htmlText{}
+	h.text("🔁 Ran ").wrap("code", clip(gc.ToolName, maxNameLength)).text(" without asking: grant ").
+		wrap("code", oneLine(gc.Grant.ID)).text(" allows " + grantLine(gc.Grant) + ". /grants to revoke.")
+	_, err = b.send(ctx, message{chat: chat, html: h.b.String()})
+	return err
 }

@@ -263,6 +263,9 @@ func renderApproval(req prompt.ApprovalRequest) approvalView {
 		if req.Reason != "" {
 			h.text("\nReason: " + clipExact(req.Reason, maxReasonLength))
 		}
+		if req.Edit != nil {
+			h.text("\n✏️ Input edited by " + clip(req.Edit.By, maxByLength) + "; the agent is told what changed.")
+		}
 		if req.InputHash != "" {
 			// A short prefix is enough for two people comparing one request.
 			h.text("\nInput hash: ").wrap("code", oneLine(req.InputHash[:min(len(req.InputHash), 12)]))
@@ -317,7 +320,11 @@ func outcomeLine(icon, verb, by string, at time.Time, note string) string {
 func decidedLine(ref prompt.ApprovalRef) string {
 	switch {
 	case ref.Status == prompt.ApprovalApproved:
-		return outcomeLine("✅", "Approved", ref.DecidedBy, ref.DecidedAt, "")
+		// The note of an approval is what "always" granted with it, or
+		// why it ended without running.
+		return outcomeLine("✅", "Approved", ref.DecidedBy, ref.DecidedAt, ref.Note)
+	case ref.Status == prompt.ApprovalEdited:
+		return outcomeLine("✏️", "Edited", ref.DecidedBy, ref.DecidedAt, "the edited call is asked for below")
 	case ref.Status == prompt.ApprovalRejected && ref.Note == "cancelled":
 		return outcomeLine("🚫", "Cancelled", ref.DecidedBy, ref.DecidedAt, "")
 	case ref.Status == prompt.ApprovalRejected && ref.Note == buttonRejectReason:

@@ -10,6 +10,8 @@ import (
 
 	tgbot "github.com/go-telegram/bot"
 	"github.com/go-telegram/bot/models"
+
+	"tollgate/prompt"
 )
 
 // permanent reports errors that a retry cannot fix.
@@ -80,12 +82,63 @@ type keyboard struct {
 	InlineKeyboard [][]button `json:"inline_keyboard"`
 }
 
-func approvalKeyboard(approvalID string) keyboard {
-	return keyboard{InlineKeyboard: [][]button{{
-		{Text: "✅ Approve", CallbackData: "a:" + approvalID},
-		{Text: "❌ Reject", CallbackData: "r:" + approvalID},
-		{Text: "⛔ Stop", CallbackData: "s:" + approvalID},
+// approvalKeyboard is a request's buttons; "Always…" only where the tool
+// offers a grant.
+func approvalKeyboard(req prompt.ApprovalRequest) keyboard {
+	id := req.ApprovalID
+	top := []button{{Text: "✅ Approve", CallbackData: "a:" + id}}
+	if req.Scope != nil {
+		top = append(top, button{Text: "🔁 Always…", CallbackData: "w:" + id})
+	}
+	return keyboard{InlineKeyboard: [][]button{top, {
+		{Text: "✏️ Edit", CallbackData: "e:" + id},
+		{Text: "❌ Reject", CallbackData: "r:" + id},
+		{Text: "⛔ Stop", CallbackData: "s:" + id},
 	}}}
+}
+
+// grantChoices maps the choice part of a "g:" button to what it grants.
+var grantChoices = map[string]prompt.GrantSpec{
+	"ch": {For: time.Hour},
+	"cf": {},
+	"ah": {AllChats: true, For: time.Hour},
+	"af": {AllChats: true},
+}
+
+// alwaysKeyboard is what "Always…" turns a request's buttons into: where
+// and for how long, or back.
+func alwaysKeyboard(approvalID string) keyboard {
+	g := func(text, choice string) button { return button{Text: text, CallbackData: "g:" + approvalID + ":" + choice} }
+	return keyboard{InlineKeyboard: [][]button{
+		{g("This chat · 1 hour", "ch"), g("This chat · until revoked", "cf")},
+		{g("All chats · 1 hour", "ah"), g("All chats · until revoked", "af")},
+		{{Text: "« Back", CallbackData: "b:" + approvalID}},
+	}}
+}
+
+// editMarkup edits only the buttons of a message.
+func (b *Bot) editMarkup(ctx context.Context, chat int64, msgID int, kb keyboard) error {
+	err := b.do(ctx, chat, paceChat, "edit buttons", func(ctx context.Context) error {
+		_, err := b.tg.EditMessageReplyMarkup(ctx, &tgbot.EditMessageReplyMarkupParams{ChatID: chat, MessageID: msgID, ReplyMarkup: kb})
+		return err
+	})
+	if err != nil && isNotModified(err) {
+		return nil
+	}
+	return err
+}
+
+// editWithMarkup replaces a message's text and buttons.
+func (b *Bot) editWithMarkup(ctx context.Context, chat int64, msgID int, html string, kb keyboard) error {
+	err := b.do(ctx, chat, paceChat, "edit message", func(ctx context.Context) error {
+		_, err := b.tg.EditMessageText(ctx, &tgbot.EditMessageTextParams{ChatID: chat, MessageID: msgID, Text: html,
+			ParseMode: models.ParseModeHTML, LinkPreviewOptions: noPreview(), ReplyMarkup: kb})
+		return err
+	})
+	if err != nil && isNotModified(err) {
+		return nil
+	}
+	return err
 }
 
 func isParseError(err error) bool {

@@ -47,6 +47,10 @@ func TestEditNotModifiedIsSuccess(t *testing.T) {
 type nopStore struct{}
 
 func (nopStore) SaveChat(context.Context, string, int64) error { return nil }
+func (nopStore) AddEditMessage(context.Context, string, int64, int) error { return nil }
+func (nopStore) EditByMessage(context.Context, int64, int) (string, error) {
+	return "", prompt.ErrNotFound
+}
 func (nopStore) ChatOf(context.Context, string) (int64, error) { return 0, prompt.ErrNotFound }
 func (nopStore) AddApprovalMessage(context.Context, string, int64, int) error {
 	return nil

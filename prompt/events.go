@@ -24,6 +24,10 @@ type ApprovalRequest struct {
 	// Queued are the calls of the same batch that run after this one, in
 	// order, once it is decided.
 	Queued []ToolCall
+	// Scope is what "always" would cover; nil: the tool offers none.
+	Scope *Scope
+	// Edit is set when this request shows a call a human edited.
+	Edit *Edit
 }
 
 // NoticeKind says what a conversation must be told.
@@ -38,6 +42,9 @@ const (
 	NoticeDecided NoticeKind = "decided"
 	// NoticeAnswer: the prompt ended; send its answer, or why it failed.
 	NoticeAnswer NoticeKind = "answer"
+	// NoticeGranted: a call ran without asking because a grant covers
+	// it; one line says which.
+	NoticeGranted NoticeKind = "granted"
 )
 
 // Notice is something a change obliges Tollgate to tell a conversation.
@@ -49,6 +56,7 @@ type Notice struct {
 	ConversationID string
 	PromptID       string
 	ApprovalID     string // for requests and decisions
+	CallID         string // for grants used
 }
 
 // OutboxEntry is a notice as the outbox keeps it, for a sender.
@@ -126,14 +134,15 @@ func requestOf(p *Prompt, idx int) ApprovalRequest {
 		ApprovalID:     call.Approval.ID,
 		ToolCallID:     call.ID,
 		ToolName:       call.Name,
-		Input:          json.RawMessage(call.Arguments),
+		Input:          json.RawMessage(call.Input()),
 		Reason:         call.Approval.Reason,
 		RequestedAt:    call.Approval.RequestedAt,
 		InputHash:      call.Approval.InputHash,
+		Edit:           call.Edit,
 	}
 	for _, it := range p.Output[idx+1:] {
 		if q := it.Call; q != nil && q.Status == CallQueued {
-			req.Queued = append(req.Queued, ToolCall{ID: q.ID, Name: q.Name, Arguments: q.Arguments})
+			req.Queued = append(req.Queued, ToolCall{ID: q.ID, Name: q.Name, Arguments: q.Input()})
 		}
 	}
 	return req

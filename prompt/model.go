@@ -88,6 +88,14 @@ func Messages(prompts ...*Prompt) []Message {
 }
 
 func resultText(c *Call) string {
+	if c.Edit != nil {
+		return "Note: before deciding, a person edited this call's arguments to " + c.Edit.Arguments +
+			" (" + Changes(c.Arguments, c.Edit.Arguments) + "); what follows is the outcome of the edited call.\n" + outcomeText(c)
+	}
+	return outcomeText(c)
+}
+
+func outcomeText(c *Call) string {
 	if c.Result == nil {
 		return "Error: this call was not run."
 	}

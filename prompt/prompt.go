@@ -57,6 +57,9 @@ const (
 	ApprovalApproved ApprovalStatus = "approved"
 	ApprovalRejected ApprovalStatus = "rejected"
 	ApprovalExpired  ApprovalStatus = "expired"
+	// ApprovalEdited: a human changed the call's input instead of
+	// deciding it; the edited call asks again under a new approval.
+	ApprovalEdited ApprovalStatus = "edited"
 )
 
 // ResultType tells the kinds of tool result apart.
@@ -113,6 +116,29 @@ type Call struct {
 	Status    CallStatus `json:"status"`
 	Approval  *Approval  `json:"approval,omitempty"` // set once a gate asked for a human
 	Result    *Result    `json:"result,omitempty"`   // nil while queued, approved or executing
+	// Edit is set when a human changed the input before approving: what
+	// runs is Edit.Arguments, and the model is told so with the result.
+	Edit *Edit `json:"edit,omitempty"`
+	// Grant is set when a grant let the call run without asking.
+	Grant *Grant `json:"grant,omitempty"`
+}
+
+// Input is the argument text the call runs with: the edited one, if a
+// human edited it, else the model's.
+func (c *Call) Input() string {
+	if c.Edit != nil {
+		return c.Edit.Arguments
+	}
+	return c.Arguments
+}
+
+// Edit is a human's change to a call's input, made instead of a decision.
+type Edit struct {
+	Arguments string    `json:"arguments"` // compact JSON, validated against the tool's schema
+	By        string    `json:"by"`
+	At        time.Time `json:"at"`
+	// ApprovalID is the request the edit closed.
+	ApprovalID string `json:"approval_id"`
 }
 
 // Approval is the human side of a gated call.
@@ -134,6 +160,8 @@ type Approval struct {
 	DecidedBy string    `json:"decided_by,omitempty"`
 	DecidedAt time.Time `json:"decided_at,omitzero"`
 	Note      string    `json:"note,omitempty"` // the reject reason, or why it ended without a decision
+	// EditedInput is the input a human gave instead, when Status is edited.
+	EditedInput string `json:"edited_input,omitempty"`
 }
 
 // Result is the outcome of a tool call as the model sees it.
@@ -175,6 +203,14 @@ func (p *Prompt) Clone() *Prompt {
 			if call.Result != nil {
 				r := *call.Result
 				call.Result = &r
+			}
+			if call.Edit != nil {
+				e := *call.Edit
+				call.Edit = &e
+			}
+			if call.Grant != nil {
+				g := *call.Grant
+				call.Grant = &g
 			}
 			it.Call = &call
 		}

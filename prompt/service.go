@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base32"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -243,6 +244,7 @@ func (s *Service) Active(ctx context.Context, conversationID string) (Status, er
 	}
 	st := Status{PromptID: p.ID, State: p.State}
 	if req, ok := p.PendingRequest(); ok && p.State == StateWaiting {
+		req = s.describe(req)
 		st.Pending = &req
 	}
 	return st, nil
@@ -262,10 +264,33 @@ func (s *Service) Request(ctx context.Context, approvalID string) (ApprovalReque
 		return ApprovalRequest{}, ApprovalRef{}, fmt.Errorf("request %s: %w", approvalID, err)
 	}
 	i := findCall(p, ref.CallID)
-	if i < 0 || p.Output[i].Call.Approval == nil {
+	if i < 0 {
 		return ApprovalRequest{}, ApprovalRef{}, fmt.Errorf("request %s: its call %s is not in prompt %s: %w", approvalID, ref.CallID, p.ID, ErrNotFound)
 	}
-	return requestOf(p, i), ref, nil
+	if a := p.Output[i].Call.Approval; a == nil || a.ID != approvalID {
+		// A request the call left behind (it was edited): as it was shown.
+		return ApprovalRequest{PromptID: p.ID, ConversationID: p.ConversationID, ApprovalID: approvalID,
+			ToolCallID: ref.CallID, ToolName: ref.ToolName, Input: json.RawMessage(ref.Input), Reason: ref.Reason,
+			RequestedAt: ref.RequestedAt, InputHash: ref.InputHash}, ref, nil
+	}
+	return s.describe(requestOf(p, i)), ref, nil
+}
+
+// describe adds to req what its tool says of it: what "always" would
+// cover. An edited call is approved on its own, so it offers no "always".
+func (s *Service) describe(req ApprovalRequest) ApprovalRequest {
+	if req.Edit != nil {
+		return req
+	}
+	sc, ok, err := scopeOf(s.tools.byName[req.ToolName], string(req.Input))
+	if err != nil {
+		s.log.Warn("no 'always' offered", "approval", req.ApprovalID, "err", err)
+		return req
+	}
+	if ok {
+		req.Scope = &sc
+	}
+	return req
 }
 
 // Answer returns how prompt promptID ended. Returns ErrNotPending if it

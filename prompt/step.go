@@ -77,6 +77,15 @@ func noticesOf(before, after *Prompt) []Notice {
 			mk(NoticeDecided, c.Approval.ID)
 		}
 	}
+	for _, it := range after.Output {
+		c := it.Call
+		if c == nil || c.Grant == nil {
+			continue
+		}
+		if j := findCall(before, c.ID); j < 0 || before.Output[j].Call.Grant == nil {
+			ns = append(ns, Notice{Kind: NoticeGranted, ConversationID: after.ConversationID, PromptID: after.ID, CallID: c.ID})
+		}
+	}
 	if after.State.Final() && !before.State.Final() {
 		mk(NoticeAnswer, "")
 	}
@@ -174,7 +183,7 @@ func (r *run) notify(ctx context.Context, notices []Notice) {
 		switch n.Kind {
 		case NoticeRequest:
 			if req, ok := r.p.PendingRequest(); ok {
-				r.s.onApproval.emit(ctx, req)
+				r.s.onApproval.emit(ctx, r.s.describe(req))
 			}
 			r.s.watchDeadlines()
 		case NoticeAnswer:
@@ -295,8 +304,12 @@ func (r *run) runCall(ctx context.Context, i int) bool {
 	if err != nil {
 		return r.save(ctx, setResult(callID, from, &Result{Type: ResultError, Error: err.Error()}))
 	}
-	if !approved && tool.Gate != nil {
-		req, err := r.safeGate(ctx, tool, input)
+	var grant *Grant
+	if !approved && (tool.Gate != nil || call.Edit != nil) {
+		var req Requirement
+		if tool.Gate != nil {
+			req, err = r.safeGate(ctx, tool, input)
+		}
 		switch {
 		case shutdown(ctx):
 			return false
@@ -304,12 +317,23 @@ func (r *run) runCall(ctx context.Context, i int) bool {
 			return r.reload(ctx)
 		case err != nil:
 			return r.save(ctx, setResult(callID, from, &Result{Type: ResultError, Error: "approval check failed: " + err.Error()}))
+		case call.Edit != nil:
+			// What a person wrote is approved on its own, whatever the
+			// gate or a grant would say of it.
+			reason := req.Reason
+			if !req.Required || reason == "" {
+				reason = "The input was edited; the edited call needs its own approval."
+			}
+			return r.save(ctx, r.pause(callID, reason))
 		case req.Required:
-			return r.save(ctx, r.pause(callID, req.Reason))
+			if grant = r.granted(ctx, tool, call); grant == nil {
+				return r.save(ctx, r.pause(callID, req.Reason))
+			}
+			approved, approvedBy = true, "grant "+grant.ID+" of "+grant.By
 		}
 	}
 
-	if approved && call.Approval != nil && call.Approval.InputHash != "" && InputHash(call.Arguments) != call.Approval.InputHash {
+	if from == CallApproved && call.Approval != nil && call.Approval.InputHash != "" && InputHash(call.Input()) != call.Approval.InputHash {
 		// An edit, a bug or a tampered row: what would run is not what the
 		// human saw.
 		s.log.Error("approved input changed; not run", "prompt", r.p.ID, "call", callID, "approval", call.Approval.ID)
@@ -328,6 +352,10 @@ func (r *run) runCall(ctx context.Context, i int) bool {
 			return nil, false
 		}
 		p.Output[j].Call.Status = CallExecuting
+		if grant != nil {
+			g := *grant
+			p.Output[j].Call.Grant = &g
+		}
 		return []int{j}, true
 	})
 	if err != nil {
@@ -387,7 +415,7 @@ func (r *run) pause(id, reason string) change {
 		c := p.Output[j].Call
 		c.Status = CallPending
 		c.Approval = &Approval{ID: approvalID, Status: ApprovalPending, Reason: reason, RequestedAt: now,
-			InputHash: InputHash(c.Arguments)}
+			InputHash: InputHash(c.Input())}
 		if r.s.timeout > 0 {
 			c.Approval.ExpiresAt = now.Add(r.s.timeout)
 		}
@@ -444,6 +472,10 @@ func settle(p *Prompt) ([]int, bool) {
 				msg += ": " + a.Note
 			}
 			c.Status, c.Result = CallRejected, &Result{Type: ResultError, Error: msg}
+		case ApprovalEdited:
+			// The edited input asks again, under an approval of its own.
+			c.Status, c.Result = CallQueued, nil
+			c.Edit = &Edit{Arguments: a.EditedInput, By: a.DecidedBy, At: a.DecidedAt, ApprovalID: a.ID}
 		default:
 			// Expired: not a rejection; nobody decided in time.
 			c.Status, c.Result = CallDone, &Result{Type: ResultError, Error: a.Note + ": not run"}

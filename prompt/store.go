@@ -35,6 +35,13 @@ type ApprovalRef struct {
 	DecidedBy      string    // empty while pending
 	DecidedAt      time.Time // zero while pending
 	Note           string
+	// What the request showed: enough to rebuild a request the call has
+	// left behind (an edited one).
+	ToolName    string
+	Input       string
+	Reason      string
+	InputHash   string
+	RequestedAt time.Time
 }
 
 // Decision is what a human (or the end of a prompt) says of an approval.
@@ -43,6 +50,11 @@ type Decision struct {
 	By     string
 	At     time.Time
 	Note   string // the reject reason, or why it ended without a decision
+	// Grant, with an approval, is recorded in the same transaction: the
+	// person chose "always".
+	Grant *Grant
+	// Input, with an edit, is the input the person gave instead.
+	Input string
 }
 
 // Cursor pages through a listing. The zero Cursor starts one; a store
@@ -76,10 +88,11 @@ type Store interface {
 	// Returns ErrConflict, writing nothing, if the stored revision is not
 	// p.Rev-1.
 	SavePrompt(ctx context.Context, p *Prompt, changed []int, notices ...Notice) error
-	// Decide records d on approval id if it is still pending, and in the
-	// same transaction marks its prompt running at the next revision, so
-	// that the prompt's next step sees the decision, and records a
-	// NoticeDecided for it. Returns the approval as it now stands;
+	// Decide records d on approval id if it is still pending (an edit
+	// keeps d.Input as the approval's EditedInput), with d.Grant if set,
+	// and in the same transaction marks its prompt running at the next
+	// revision, so that the prompt's next step sees the decision, and
+	// records a NoticeDecided for it. Returns the approval as it now stands;
 	// ErrNotPending (with the ref of where it stands) if it was not
 	// pending, ErrNotFound if there is no such approval.
 	Decide(ctx context.Context, id string, d Decision) (ApprovalRef, error)
@@ -115,4 +128,16 @@ type Store interface {
 	Remind(ctx context.Context, id string) (bool, error)
 	// FindApproval returns the approval with the given ID, or ErrNotFound.
 	FindApproval(ctx context.Context, approvalID string) (ApprovalRef, error)
+
+	// FindGrant returns the newest grant in force at now for tool and
+	// scope in conversationID (its own, or one for every chat), or
+	// ErrNotFound.
+	FindGrant(ctx context.Context, conversationID, tool, scope string, now time.Time) (Grant, error)
+	// Grants returns the grants in force at now in conversationID (its
+	// own and those for every chat), newest first.
+	Grants(ctx context.Context, conversationID string, now time.Time) ([]Grant, error)
+	// RevokeGrant ends grant id and returns it as revoked. Returns
+	// ErrNotFound if there is no such grant, ErrNotPending if it was
+	// revoked already.
+	RevokeGrant(ctx context.Context, id, by string, at time.Time) (Grant, error)
 }

@@ -42,6 +42,13 @@ type Tool struct {
 	// Invoke runs the call and returns text for the model. Its error becomes
 	// an error result the model sees.
 	Invoke func(ctx context.Context, input json.RawMessage) (string, error)
+	// Scope says what an "always" approval of a call covers beyond that
+	// call (web-fetch: the URL's host); nil: the exact input and no more.
+	// It sees the validated input.
+	Scope func(input json.RawMessage) (Scope, error)
+	// NoGrants withholds "always": for a tool whose approval already
+	// grants something lasting (adding a domain to an allowlist).
+	NoGrants bool
 }
 
 // toolName keeps names printable and short; providers map them further.
@@ -156,11 +163,15 @@ func newToolset(tools []*Tool) (*toolset, error) {
 // validate parses the model's argument text and checks it against the
 // tool's schema. Its errors are written for the model to read and correct.
 func (ts *toolset) validate(call *Call) (*preparedTool, json.RawMessage, error) {
+	return ts.validateInput(call.Name, call.Input())
+}
+
+func (ts *toolset) validateInput(name, args string) (*preparedTool, json.RawMessage, error) {
+	call := Call{Name: name}
 	t, ok := ts.byName[call.Name]
 	if !ok {
 		return nil, nil, fmt.Errorf("unknown tool %q", call.Name)
 	}
-	args := call.Arguments
 	if len(bytes.TrimSpace([]byte(args))) == 0 {
 		args = "{}"
 	}

@@ -52,6 +52,32 @@ func (db *DB) ChatOf(ctx context.Context, conversationID string) (int64, error) 
 // error wrapping prompt.ErrNotFound if there is no such approval, and an
 // error if the message is already recorded for another approval.
 func (db *DB) AddApprovalMessage(ctx context.Context, approvalID string, chatID int64, messageID int) error {
+	return db.addMessage(ctx, "request", approvalID, chatID, messageID)
+}
+
+// AddEditMessage records that message messageID in chat chatID asks for
+// the edited input of approval approvalID (the ✏️ Edit button's message),
+// with the errors of AddApprovalMessage.
+func (db *DB) AddEditMessage(ctx context.Context, approvalID string, chatID int64, messageID int) error {
+	return db.addMessage(ctx, "edit", approvalID, chatID, messageID)
+}
+
+// EditByMessage returns the approval whose edited input message messageID
+// in chat chatID asks for, or an error wrapping prompt.ErrNotFound.
+func (db *DB) EditByMessage(ctx context.Context, chatID int64, messageID int) (string, error) {
+	var id string
+	err := db.reader.QueryRowContext(ctx, `SELECT approval_id FROM approval_messages
+		WHERE chat_id = ? AND message_id = ? AND kind = 'edit'`, chatID, messageID).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("edit of message %d in chat %d: %w", messageID, chatID, prompt.ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("edit of message %d in chat %d: %w", messageID, chatID, err)
+	}
+	return id, nil
+}
+
+func (db *DB) addMessage(ctx context.Context, kind, approvalID string, chatID int64, messageID int) error {
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		var one int
 		err := tx.QueryRowContext(ctx, `SELECT 1 FROM approvals WHERE id = ?`, approvalID).Scan(&one)
@@ -61,9 +87,9 @@ func (db *DB) AddApprovalMessage(ctx context.Context, approvalID string, chatID 
 		if err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO approval_messages (approval_id, chat_id, message_id, created_at)
-			VALUES (?, ?, ?, ?) ON CONFLICT (chat_id, message_id) DO NOTHING`,
-			approvalID, chatID, messageID, formatTime(db.now()))
+		res, err := tx.ExecContext(ctx, `INSERT INTO approval_messages (approval_id, chat_id, message_id, created_at, kind)
+			VALUES (?, ?, ?, ?, ?) ON CONFLICT (chat_id, message_id) DO NOTHING`,
+			approvalID, chatID, messageID, formatTime(db.now()), kind)
 		if err != nil {
 			return err
 		}
@@ -93,7 +119,7 @@ func (db *DB) AddApprovalMessage(ctx context.Context, approvalID string, chatID 
 // returned: an approval belongs to one conversation, hence one chat.
 func (db *DB) ApprovalMessages(ctx context.Context, approvalID string) (chatID int64, messageIDs []int, err error) {
 	rows, err := db.reader.QueryContext(ctx, `SELECT chat_id, message_id FROM approval_messages
-		WHERE approval_id = ? ORDER BY seq`, approvalID)
+		WHERE approval_id = ? AND kind = 'request' ORDER BY seq`, approvalID)
 	if err != nil {
 		return 0, nil, fmt.Errorf("messages of approval %s: %w", approvalID, err)
 	}
@@ -125,7 +151,7 @@ func (db *DB) ApprovalMessages(ctx context.Context, approvalID string) (chatID i
 func (db *DB) ApprovalByMessage(ctx context.Context, chatID int64, messageID int) (string, error) {
 	var id string
 	err := db.reader.QueryRowContext(ctx, `SELECT approval_id FROM approval_messages
-		WHERE chat_id = ? AND message_id = ?`, chatID, messageID).Scan(&id)
+		WHERE chat_id = ? AND message_id = ? AND kind = 'request'`, chatID, messageID).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", fmt.Errorf("approval of message %d in chat %d: %w", messageID, chatID, prompt.ErrNotFound)
 	}

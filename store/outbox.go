@@ -13,7 +13,7 @@ import (
 // insertNotice records n in the outbox within tx.
 func (db *DB) insertNotice(ctx context.Context, tx *sql.Tx, n prompt.Notice) error {
 	_, err := tx.StmtContext(ctx, db.stmt.insertNotice).ExecContext(ctx,
-		n.ConversationID, string(n.Kind), n.PromptID, n.ApprovalID, formatTime(db.now()))
+		n.ConversationID, string(n.Kind), n.PromptID, n.ApprovalID, n.CallID, formatTime(db.now()))
 	if err != nil {
 		return fmt.Errorf("record %s notice: %w", n.Kind, err)
 	}
@@ -52,7 +52,7 @@ func (db *DB) DueNotices(ctx context.Context, now time.Time, limit int) ([]promp
 	for rows.Next() {
 		var e prompt.OutboxEntry
 		var kind string
-		if err := rows.Scan(&e.Seq, &e.ConversationID, &kind, &e.PromptID, &e.ApprovalID, &e.Resend, &e.Attempts); err != nil {
+		if err := rows.Scan(&e.Seq, &e.ConversationID, &kind, &e.PromptID, &e.ApprovalID, &e.CallID, &e.Resend, &e.Attempts); err != nil {
 			return nil, fmt.Errorf("due notices: %w", err)
 		}
 		e.Kind = prompt.NoticeKind(kind)

@@ -174,7 +174,7 @@ func (db *DB) saveApproval(ctx context.Context, tx *sql.Tx, promptID string, c *
 		return fmt.Errorf("save approval %s: a new approval must be pending, not %s", a.ID, a.Status)
 	}
 	_, err = tx.StmtContext(ctx, db.stmt.insertApproval).ExecContext(ctx,
-		a.ID, promptID, c.ID, c.Name, c.Arguments, a.Reason, formatTime(a.RequestedAt), a.Note, now, now,
+		a.ID, promptID, c.ID, c.Name, c.Input(), a.Reason, formatTime(a.RequestedAt), a.Note, now, now,
 		nullMillis(a.ExpiresAt), nullMillis(a.RemindAt), a.InputHash)
 	if isUnique(err, "approvals.") {
 		return fmt.Errorf("save approval %s: the ID belongs to another call", a.ID)
@@ -188,7 +188,7 @@ func (db *DB) saveApproval(ctx context.Context, tx *sql.Tx, promptID string, c *
 // Decide implements prompt.Store.
 func (db *DB) Decide(ctx context.Context, id string, d prompt.Decision) (prompt.ApprovalRef, error) {
 	switch d.Status {
-	case prompt.ApprovalApproved, prompt.ApprovalRejected, prompt.ApprovalExpired:
+	case prompt.ApprovalApproved, prompt.ApprovalRejected, prompt.ApprovalExpired, prompt.ApprovalEdited:
 	default:
 		return prompt.ApprovalRef{}, fmt.Errorf("decide approval %s: %q is not a decision", id, d.Status)
 	}
@@ -196,7 +196,7 @@ func (db *DB) Decide(ctx context.Context, id string, d prompt.Decision) (prompt.
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		now := formatTime(db.now())
 		res, err := tx.StmtContext(ctx, db.stmt.decide).ExecContext(ctx,
-			string(d.Status), d.By, nullTime(d.At), d.Note, now, id)
+			string(d.Status), d.By, nullTime(d.At), d.Note, now, d.Input, id)
 		if err != nil {
 			return fmt.Errorf("update approval: %w", err)
 		}
@@ -212,6 +212,11 @@ func (db *DB) Decide(ctx context.Context, id string, d prompt.Decision) (prompt.
 		}
 		if _, err = tx.StmtContext(ctx, db.stmt.resume).ExecContext(ctx, now, ref.PromptID); err != nil {
 			return err
+		}
+		if d.Grant != nil {
+			if err := insertGrant(ctx, tx, d.Grant); err != nil {
+				return err
+			}
 		}
 		return db.insertNotice(ctx, tx, prompt.Notice{Kind: prompt.NoticeDecided, ConversationID: ref.ConversationID,
 			PromptID: ref.PromptID, ApprovalID: id})
@@ -384,11 +389,12 @@ func (db *DB) FindApproval(ctx context.Context, approvalID string) (prompt.Appro
 func findApproval(ctx context.Context, st *sql.Stmt, approvalID string) (prompt.ApprovalRef, error) {
 	ref := prompt.ApprovalRef{ID: approvalID}
 	var (
-		status    string
-		decidedAt sql.NullString
+		status, requested string
+		decidedAt         sql.NullString
 	)
 	err := st.QueryRowContext(ctx, approvalID).Scan(&ref.PromptID, &ref.ConversationID,
-		&ref.CallID, &status, &ref.DecidedBy, &decidedAt, &ref.Note)
+		&ref.CallID, &status, &ref.DecidedBy, &decidedAt, &ref.Note,
+		&ref.ToolName, &ref.Input, &ref.Reason, &ref.InputHash, &requested)
 	if errors.Is(err, sql.ErrNoRows) {
 		return prompt.ApprovalRef{}, fmt.Errorf("approval %s: %w", approvalID, prompt.ErrNotFound)
 	}
@@ -396,6 +402,9 @@ func findApproval(ctx context.Context, st *sql.Stmt, approvalID string) (prompt.
 		return prompt.ApprovalRef{}, fmt.Errorf("approval %s: %w", approvalID, err)
 	}
 	ref.Status = prompt.ApprovalStatus(status)
+	if ref.RequestedAt, err = parseTime(requested); err != nil {
+		return prompt.ApprovalRef{}, fmt.Errorf("approval %s: requested_at: %w", approvalID, err)
+	}
 	if decidedAt.Valid && decidedAt.String != "" {
 		if ref.DecidedAt, err = parseTime(decidedAt.String); err != nil {
 			return prompt.ApprovalRef{}, fmt.Errorf("approval %s: decided_at: %w", approvalID, err)
@@ -425,11 +434,11 @@ func scanPrompts(rows *sql.Rows, err error) ([]*prompt.Prompt, int64, error) {
 			body                        sql.NullString
 			aID, aStatus, aReason       sql.NullString
 			aRequested, aBy, aAt, aNote sql.NullString
-			aHash                       sql.NullString
+			aHash, aEdited              sql.NullString
 			aExpires, aRemind           sql.NullInt64
 		)
 		if err := rows.Scan(&seq, &p.ID, &p.ConversationID, &state, &p.Input, &p.Error, &p.Turns, &p.CancelledBy, &p.Rev,
-			&created, &updated, &body, &aID, &aStatus, &aReason, &aRequested, &aBy, &aAt, &aNote, &aExpires, &aRemind, &aHash); err != nil {
+			&created, &updated, &body, &aID, &aStatus, &aReason, &aRequested, &aBy, &aAt, &aNote, &aExpires, &aRemind, &aHash, &aEdited); err != nil {
 			return nil, 0, err
 		}
 		if cur == nil || cur.ID != p.ID {
@@ -453,7 +462,7 @@ func scanPrompts(rows *sql.Rows, err error) ([]*prompt.Prompt, int64, error) {
 		}
 		if it.Call != nil && aID.Valid {
 			a := &prompt.Approval{ID: aID.String, Status: prompt.ApprovalStatus(aStatus.String), Reason: aReason.String,
-				DecidedBy: aBy.String, Note: aNote.String, InputHash: aHash.String}
+				DecidedBy: aBy.String, Note: aNote.String, InputHash: aHash.String, EditedInput: aEdited.String}
 			if a.RequestedAt, err = parseTime(aRequested.String); err != nil {
 				return nil, 0, fmt.Errorf("approval %s: %w", a.ID, err)
 			}
@@ -502,14 +511,19 @@ func (st *statements) all() []*sql.Stmt {
 func promptSelect(p string) string {
 	return `SELECT p.seq, p.id, p.conversation_id, p.state, p.input, p.error, p.turns, p.cancelled_by, p.rev,
 		p.created_at, p.updated_at, i.body,
-		a.id, a.status, a.reason, a.requested_at, a.decided_by, a.decided_at, a.note, a.expires_at, a.remind_at, a.input_hash
+		a.id, a.status, a.reason, a.requested_at, a.decided_by, a.decided_at, a.note, a.expires_at, a.remind_at, a.input_hash,
+		a.edited_input
 	FROM (` + p + `) p
 	LEFT JOIN prompt_items i ON i.prompt_id = p.id
-	LEFT JOIN approvals a ON a.prompt_id = i.prompt_id AND a.tool_call_id = i.call_id
+	-- A call's approval is its latest: an edited one is followed by the
+	-- approval of the edited input.
+	LEFT JOIN approvals a ON a.seq = (SELECT x.seq FROM approvals x
+		WHERE x.prompt_id = i.prompt_id AND x.tool_call_id = i.call_id ORDER BY x.seq DESC LIMIT 1)
 	ORDER BY p.seq, i.seq`
 }
 
-const findApprovalSQL = `SELECT a.prompt_id, p.conversation_id, a.tool_call_id, a.status, a.decided_by, a.decided_at, a.note
+const findApprovalSQL = `SELECT a.prompt_id, p.conversation_id, a.tool_call_id, a.status, a.decided_by, a.decided_at, a.note,
+		a.tool_name, a.input, a.reason, a.input_hash, a.requested_at
 	FROM approvals a JOIN prompts p ON p.id = a.prompt_id WHERE a.id = ?`
 
 func (db *DB) prepare(ctx context.Context) error {
@@ -538,7 +552,7 @@ func (db *DB) prepare(ctx context.Context) error {
 			 expires_at, remind_at, input_hash)
 			VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?)`},
 		{&db.stmt.decide, db.writer, `UPDATE approvals
-			SET status = ?, decided_by = ?, decided_at = ?, note = ?, updated_at = ?
+			SET status = ?, decided_by = ?, decided_at = ?, note = ?, updated_at = ?, edited_input = ?
 			WHERE id = ? AND status = 'pending'`},
 		{&db.stmt.findApprovalW, db.writer, findApprovalSQL},
 		{&db.stmt.resume, db.writer, `UPDATE prompts
@@ -551,8 +565,8 @@ func (db *DB) prepare(ctx context.Context) error {
 			SET status = 'rejected', decided_by = ?1, decided_at = ?2, note = 'cancelled', updated_at = ?3
 			WHERE prompt_id = ?4 AND status = 'pending' RETURNING id`},
 		{&db.stmt.conversation, db.writer, `SELECT conversation_id FROM prompts WHERE id = ?`},
-		{&db.stmt.insertNotice, db.writer, `INSERT INTO outbox (conversation_id, kind, prompt_id, approval_id, created_at)
-			VALUES (?, ?, ?, ?, ?)`},
+		{&db.stmt.insertNotice, db.writer, `INSERT INTO outbox (conversation_id, kind, prompt_id, approval_id, call_id, created_at)
+			VALUES (?, ?, ?, ?, ?, ?)`},
 		{&db.stmt.resend, db.writer, `INSERT INTO outbox (conversation_id, kind, prompt_id, approval_id, resend, created_at)
 			SELECT p.conversation_id, 'request', p.id, a.id, 1, ?
 			FROM approvals a JOIN prompts p ON p.id = a.prompt_id
@@ -569,7 +583,7 @@ func (db *DB) prepare(ctx context.Context) error {
 		{&db.stmt.maxSeq, db.reader, `SELECT coalesce(max(seq), 0) FROM prompts`},
 		{&db.stmt.running, db.reader, `SELECT id, seq FROM prompts
 			WHERE state = 'running' AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?`},
-		{&db.stmt.due, db.reader, `SELECT o.seq, o.conversation_id, o.kind, o.prompt_id, o.approval_id, o.resend, o.attempts
+		{&db.stmt.due, db.reader, `SELECT o.seq, o.conversation_id, o.kind, o.prompt_id, o.approval_id, o.call_id, o.resend, o.attempts
 			FROM outbox o
 			JOIN (SELECT min(seq) AS seq FROM outbox WHERE done_at IS NULL GROUP BY conversation_id) h ON h.seq = o.seq
 			WHERE o.held_until IS NULL OR o.held_until <= ?

@@ -23,7 +23,8 @@ type Store struct {
 	byConv    map[string][]string  // prompt IDs of a conversation, oldest first
 	approvals map[string]*approval // by approval ID
 	outbox    []*entry
-	byCall    map[[2]string]string // prompt ID, call ID → approval ID
+	byCall    map[[2]string]string // prompt ID, call ID → its latest approval's ID
+	grants    []*prompt.Grant      // oldest first
 }
 
 type stored struct {
@@ -40,6 +41,7 @@ type entry struct {
 
 type approval struct {
 	promptID, callID string
+	tool, input      string
 	a                prompt.Approval
 }
 
@@ -96,7 +98,10 @@ func (m *Store) putLocked(p *prompt.Prompt, changed []int) error {
 			if c.Approval.Status != prompt.ApprovalPending {
 				return fmt.Errorf("save approval %s: a new approval must be pending", c.Approval.ID)
 			}
-			m.approvals[c.Approval.ID] = &approval{promptID: p.ID, callID: c.ID, a: *c.Approval}
+			if old, ok := m.byCall[[2]string{p.ID, c.ID}]; ok && m.approvals[old].a.Status != prompt.ApprovalEdited {
+				return fmt.Errorf("save approval %s: call %s has approval %s already", c.Approval.ID, c.ID, old)
+			}
+			m.approvals[c.Approval.ID] = &approval{promptID: p.ID, callID: c.ID, tool: c.Name, input: c.Input(), a: *c.Approval}
 			m.byCall[[2]string{p.ID, c.ID}] = c.Approval.ID
 		case a.promptID != p.ID || a.callID != c.ID:
 			return fmt.Errorf("save approval %s: it belongs to another call", c.Approval.ID)
@@ -188,6 +193,13 @@ func (m *Store) Decide(_ context.Context, id string, d prompt.Decision) (prompt.
 		return m.refLocked(id), fmt.Errorf("approval %s is %s: %w", id, a.a.Status, prompt.ErrNotPending)
 	}
 	a.a.Status, a.a.DecidedBy, a.a.DecidedAt, a.a.Note = d.Status, d.By, d.At.UTC(), d.Note
+	if d.Status == prompt.ApprovalEdited {
+		a.a.EditedInput = d.Input
+	}
+	if d.Grant != nil {
+		g := *d.Grant
+		m.grants = append(m.grants, &g)
+	}
 	s := m.prompts[a.promptID]
 	s.p.State = prompt.StateRunning
 	s.p.Rev++
@@ -221,7 +233,8 @@ func (m *Store) CancelPrompt(_ context.Context, id, by string, at time.Time) err
 func (m *Store) refLocked(id string) prompt.ApprovalRef {
 	a := m.approvals[id]
 	return prompt.ApprovalRef{ID: id, PromptID: a.promptID, ConversationID: m.prompts[a.promptID].p.ConversationID,
-		CallID: a.callID, Status: a.a.Status, DecidedBy: a.a.DecidedBy, DecidedAt: a.a.DecidedAt, Note: a.a.Note}
+		CallID: a.callID, Status: a.a.Status, DecidedBy: a.a.DecidedBy, DecidedAt: a.a.DecidedAt, Note: a.a.Note,
+		ToolName: a.tool, Input: a.input, Reason: a.a.Reason, InputHash: a.a.InputHash, RequestedAt: a.a.RequestedAt}
 }
 
 // RunningPrompts implements prompt.Store.
@@ -480,4 +493,52 @@ func (m *Store) Remind(_ context.Context, id string) (bool, error) {
 	conv := m.prompts[a.promptID].p.ConversationID
 	m.noticeLocked(prompt.Notice{Kind: prompt.NoticeRequest, ConversationID: conv, PromptID: a.promptID, ApprovalID: id}, true)
 	return true, nil
+}
+
+// FindGrant implements prompt.Store.
+func (m *Store) FindGrant(_ context.Context, conv, tool, scope string, now time.Time) (prompt.Grant, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := len(m.grants) - 1; i >= 0; i-- {
+		g := m.grants[i]
+		if g.Tool == tool && g.Scope == scope && inForce(g, conv, now) {
+			return *g, nil
+		}
+	}
+	return prompt.Grant{}, fmt.Errorf("grant of %s %s: %w", tool, scope, prompt.ErrNotFound)
+}
+
+func inForce(g *prompt.Grant, conv string, now time.Time) bool {
+	return (g.ConversationID == "" || g.ConversationID == conv) && g.RevokedAt.IsZero() &&
+		(g.ExpiresAt.IsZero() || now.Before(g.ExpiresAt))
+}
+
+// Grants implements prompt.Store.
+func (m *Store) Grants(_ context.Context, conv string, now time.Time) ([]prompt.Grant, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var gs []prompt.Grant
+	for i := len(m.grants) - 1; i >= 0; i-- {
+		if g := m.grants[i]; inForce(g, conv, now) {
+			gs = append(gs, *g)
+		}
+	}
+	return gs, nil
+}
+
+// RevokeGrant implements prompt.Store.
+func (m *Store) RevokeGrant(_ context.Context, id, by string, at time.Time) (prompt.Grant, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, g := range m.grants {
+		if g.ID != id {
+			continue
+		}
+		if !g.RevokedAt.IsZero() {
+			return *g, fmt.Errorf("revoke grant %s: %w", id, prompt.ErrNotPending)
+		}
+		g.RevokedBy, g.RevokedAt = by, at.UTC()
+		return *g, nil
+	}
+	return prompt.Grant{}, fmt.Errorf("revoke grant %s: %w", id, prompt.ErrNotFound)
 }

@@ -3,6 +3,7 @@ package webfetch
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -276,12 +277,17 @@ func (f *Fetcher) buildTools() ([]*prompt.Tool, error) {
 	if err != nil {
 		return nil, err
 	}
+	// An "always" for a fetch covers its URL's host, exactly: not its
+	// subdomains, not a parent domain.
+	fetch.Scope = f.fetchScope
 	add, err := prompt.NewTool(ToolAddDomain,
 		"Ask a human to add a domain to the fetch allowlist for good, so later fetches of it need no approval.",
 		f.addGate, f.addInvoke)
 	if err != nil {
 		return nil, err
 	}
+	// Its approval is a lasting grant already.
+	add.NoGrants = true
 	list, err := prompt.NewTool(ToolListDomains,
 		"List the domains on the fetch allowlist.",
 		nil, f.listInvoke)
@@ -386,6 +392,18 @@ func (f *Fetcher) fetchGate(ctx context.Context, in fetchInput) (prompt.Requirem
 		Required: true,
 		Reason:   fmt.Sprintf("Domain %q is not on the allowlist. Approval required to fetch.", t.host),
 	}, nil
+}
+
+func (f *Fetcher) fetchScope(input json.RawMessage) (prompt.Scope, error) {
+	var in fetchInput
+	if err := json.Unmarshal(input, &in); err != nil {
+		return prompt.Scope{}, fmt.Errorf("decode input: %w", err)
+	}
+	t, err := f.checkURL(in.URL)
+	if err != nil {
+		return prompt.Scope{}, err
+	}
+	return prompt.Scope{Key: "host:" + t.host, Label: "fetches from " + t.host}, nil
 }
 
 func (f *Fetcher) fetchInvoke(ctx context.Context, in fetchInput) (string, error) {
