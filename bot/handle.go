@@ -321,9 +321,9 @@ func (b *Bot) helpText() string {
 	h := &htmlText{}
 	h.wrap("b", "Tollgate").text(" runs an AI agent for you. Send a message and it works on it; " +
 		"before it uses a risky tool it asks here, and nothing runs until you press ✅ Approve. " +
-		"Press ❌ Reject, or reply to the request with a note, to refuse; the agent is told why. "+
-		"⛔ Stop refuses it and everything queued after it, and ends the request. "+
-		"🔁 Always… approves it and lets calls like it run without asking (in this chat or all, for an hour or until revoked; /grants lists them). "+
+		"Press ❌ Reject, or reply to the request with a note, to refuse; the agent is told why. " +
+		"⛔ Stop refuses it and everything queued after it, and ends the request. " +
+		"🔁 Always… approves it and lets calls like it run without asking (in this chat or all, for an hour or until revoked; /grants lists them). " +
 		"✏️ Edit lets you change the input first; the edited call is asked again.\n\n")
 	gated := b.cfg.Service.Gated()
 	if len(gated) == 0 {

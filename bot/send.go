@@ -108,7 +108,9 @@ var grantChoices = map[string]prompt.GrantSpec{
 // alwaysKeyboard is what "Always…" turns a request's buttons into: where
 // and for how long, or back.
 func alwaysKeyboard(approvalID string) keyboard {
-	g := func(text, choice string) button { return button{Text: text, CallbackData: "g:" + approvalID + ":" + choice} }
+	g := func(text, choice string) button {
+		return button{Text: text, CallbackData: "g:" + approvalID + ":" + choice}
+	}
 	return keyboard{InlineKeyboard: [][]button{
 		{g("This chat · 1 hour", "ch"), g("This chat · until revoked", "cf")},
 		{g("All chats · 1 hour", "ah"), g("All chats · until revoked", "af")},

@@ -46,7 +46,7 @@ func TestEditNotModifiedIsSuccess(t *testing.T) {
 
 type nopStore struct{}
 
-func (nopStore) SaveChat(context.Context, string, int64) error { return nil }
+func (nopStore) SaveChat(context.Context, string, int64) error            { return nil }
 func (nopStore) AddEditMessage(context.Context, string, int64, int) error { return nil }
 func (nopStore) EditByMessage(context.Context, int64, int) (string, error) {
 	return "", prompt.ErrNotFound
