@@ -210,7 +210,11 @@ func (b *Bot) handleCommand(ctx context.Context, m *models.Message, cmd string) 
 			b.note(ctx, chat, m.ID, internalError)
 			return
 		}
-		if _, err := b.send(ctx, message{chat: chat, html: html, markup: kb}); err != nil {
+		var markup any
+		if len(kb.InlineKeyboard) > 0 {
+			markup = kb
+		}
+		if _, err := b.send(ctx, message{chat: chat, html: html, markup: markup}); err != nil {
 			b.log.Error("send grants", "chat", chat, "err", err)
 		}
 	case "/edit":
