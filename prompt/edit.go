@@ -42,6 +42,15 @@ func (s *Service) Edit(ctx context.Context, approvalID, arguments, by string) er
 	if InputHash(compact.String()) == InputHash(string(req.Input)) {
 		return &EditError{Reason: "that is the input the request shows already; nothing changed"}
 	}
+	if s.policy != nil {
+		fields, err := CallFields(tool.Tool, compact.Bytes())
+		if err != nil {
+			return &EditError{Reason: err.Error()}
+		}
+		if v := s.policy.Check(tool.Name, fields); v.Action == PolicyDeny {
+			return &EditError{Reason: "the operator's rules deny it (" + v.Source + "): " + v.Why}
+		}
+	}
 	if tool.Gate != nil {
 		r := &run{s: s}
 		if _, err := r.safeGate(ctx, tool, compact.Bytes()); err != nil {

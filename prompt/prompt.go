@@ -121,6 +121,9 @@ type Call struct {
 	Edit *Edit `json:"edit,omitempty"`
 	// Grant is set when a grant let the call run without asking.
 	Grant *Grant `json:"grant,omitempty"`
+	// Ruling is set when the call was allowed or denied without asking a
+	// person: by a rule, a grant or the mode.
+	Ruling *Ruling `json:"ruling,omitempty"`
 }
 
 // Input is the argument text the call runs with: the edited one, if a
@@ -211,6 +214,10 @@ func (p *Prompt) Clone() *Prompt {
 			if call.Grant != nil {
 				g := *call.Grant
 				call.Grant = &g
+			}
+			if call.Ruling != nil {
+				rl := *call.Ruling
+				call.Ruling = &rl
 			}
 			it.Call = &call
 		}

@@ -35,8 +35,14 @@ type Config struct {
 	// ApprovalRemind is when a request still waiting is shown once more;
 	// zero: never.
 	ApprovalRemind time.Duration
-	Logger         *slog.Logger     // default: discard
-	Now            func() time.Time // default: time.Now
+	// Policy is the operator's rules, checked before grants and gates;
+	// nil: none.
+	Policy Policy
+	// Mode says who answers where a person would be asked (default
+	// ModeInteractive).
+	Mode   Mode
+	Logger *slog.Logger     // default: discard
+	Now    func() time.Time // default: time.Now
 	// AfterFunc runs f once d has passed, unless stop is called first
 	// (default: time.AfterFunc); tests pass a clock they move.
 	AfterFunc func(d time.Duration, f func()) (stop func() bool)
@@ -60,6 +66,8 @@ type Service struct {
 	workers      int
 	timeout      time.Duration
 	remind       time.Duration
+	policy       Policy
+	mode         Mode
 	log          *slog.Logger
 	now          func() time.Time
 	afterFunc    func(time.Duration, func()) func() bool
@@ -116,6 +124,11 @@ func NewService(cfg Config) (*Service, error) {
 	if cfg.ApprovalTimeout < 0 || cfg.ApprovalRemind < 0 {
 		return nil, errors.New("new prompt service: negative approval timeout or reminder")
 	}
+	mode, err := ParseMode(string(cfg.Mode))
+	if err != nil {
+		return nil, fmt.Errorf("new prompt service: approval mode %w", err)
+	}
+	cfg.Mode = mode
 	ts, err := newToolset(cfg.Tools)
 	if err != nil {
 		return nil, fmt.Errorf("new prompt service: %w", err)
@@ -130,6 +143,8 @@ func NewService(cfg Config) (*Service, error) {
 		workers:      cfg.Workers,
 		timeout:      cfg.ApprovalTimeout,
 		remind:       cfg.ApprovalRemind,
+		policy:       cfg.Policy,
+		mode:         cfg.Mode,
 		log:          cfg.Logger,
 		now:          cfg.Now,
 		afterFunc:    cfg.AfterFunc,

@@ -304,12 +304,10 @@ func (r *run) runCall(ctx context.Context, i int) bool {
 	if err != nil {
 		return r.save(ctx, setResult(callID, from, &Result{Type: ResultError, Error: err.Error()}))
 	}
+	var ruling *Ruling
 	var grant *Grant
-	if !approved && (tool.Gate != nil || call.Edit != nil) {
-		var req Requirement
-		if tool.Gate != nil {
-			req, err = r.safeGate(ctx, tool, input)
-		}
+	if !approved {
+		j, err := r.judge(ctx, tool, call, input)
 		switch {
 		case shutdown(ctx):
 			return false
@@ -317,19 +315,14 @@ func (r *run) runCall(ctx context.Context, i int) bool {
 			return r.reload(ctx)
 		case err != nil:
 			return r.save(ctx, setResult(callID, from, &Result{Type: ResultError, Error: "approval check failed: " + err.Error()}))
-		case call.Edit != nil:
-			// What a person wrote is approved on its own, whatever the
-			// gate or a grant would say of it.
-			reason := req.Reason
-			if !req.Required || reason == "" {
-				reason = "The input was edited; the edited call needs its own approval."
-			}
-			return r.save(ctx, r.pause(callID, reason))
-		case req.Required:
-			if grant = r.granted(ctx, tool, call); grant == nil {
-				return r.save(ctx, r.pause(callID, req.Reason))
-			}
-			approved, approvedBy = true, "grant "+grant.ID+" of "+grant.By
+		case j.ask:
+			return r.save(ctx, r.pause(callID, j.reason))
+		case j.ruling != nil && !j.ruling.Allowed:
+			return r.save(ctx, denied(callID, from, j.ruling))
+		case j.ruling != nil:
+			// A rule, a grant or the mode stands in for a person's approval.
+			ruling, grant = j.ruling, j.grant
+			approved, approvedBy = true, ruling.By
 		}
 	}
 
@@ -355,6 +348,10 @@ func (r *run) runCall(ctx context.Context, i int) bool {
 		if grant != nil {
 			g := *grant
 			p.Output[j].Call.Grant = &g
+		}
+		if ruling != nil {
+			rl := *ruling
+			p.Output[j].Call.Ruling = &rl
 		}
 		return []int{j}, true
 	})
@@ -399,6 +396,20 @@ func setResult(id string, from CallStatus, res *Result, to ...CallStatus) change
 		if len(to) > 0 {
 			c.Status = to[0]
 		}
+		return []int{j}, true
+	}
+}
+
+// denied records that a ruling refused call id, with its error result.
+func denied(id string, from CallStatus, rl *Ruling) change {
+	return func(p *Prompt) ([]int, bool) {
+		j := findCall(p, id)
+		if j < 0 || p.Output[j].Call.Status != from || p.State.Final() {
+			return nil, false
+		}
+		c := p.Output[j].Call
+		r := *rl
+		c.Status, c.Result, c.Ruling = CallDone, &Result{Type: ResultError, Error: deniedText(rl)}, &r
 		return []int{j}, true
 	}
 }

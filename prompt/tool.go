@@ -49,6 +49,12 @@ type Tool struct {
 	// NoGrants withholds "always": for a tool whose approval already
 	// grants something lasting (adding a domain to an allowlist).
 	NoGrants bool
+	// Fields name parts of a call the operator's rules may match beyond
+	// its top-level properties (web-fetch: host and path), or give a
+	// property a kind other than text; Derive computes the added ones from
+	// the validated input.
+	Fields []Field
+	Derive func(input json.RawMessage) (map[string]string, error)
 }
 
 // toolName keeps names printable and short; providers map them further.

@@ -13,6 +13,7 @@ import (
 	"github.com/caarlos0/env/v11"
 
 	"tollgate/llm"
+	"tollgate/prompt"
 )
 
 // defaultSystemPrompt tells the agent how approvals work, so it explains
@@ -47,11 +48,17 @@ type config struct {
 	AgentWorkers int `env:"AGENT_WORKERS"`
 	// ApprovalTimeout and ApprovalRemind: empty means a request waits
 	// forever, and is never shown again on its own.
-	ApprovalTimeout      time.Duration `env:"APPROVAL_TIMEOUT"`
-	ApprovalRemind       time.Duration `env:"APPROVAL_REMIND"`
-	DatabasePath         string        `env:"DATABASE_PATH" envDefault:"data/tollgate.db"`
-	WebfetchDomains      []string      `env:"WEBFETCH_ALLOWED_DOMAINS" envSeparator:","`
-	WebfetchAllowPrivate bool          `env:"WEBFETCH_ALLOW_PRIVATE"`
+	ApprovalTimeout time.Duration `env:"APPROVAL_TIMEOUT"`
+	ApprovalRemind  time.Duration `env:"APPROVAL_REMIND"`
+	// ApprovalMode: interactive (empty), auto-approve or auto-deny.
+	ApprovalMode string `env:"APPROVAL_MODE"`
+	// ApprovalDenyTools: tools never offered to the model.
+	ApprovalDenyTools []string `env:"APPROVAL_DENY_TOOLS" envSeparator:","`
+	// ApprovalRules: the operator's rules file; empty: none.
+	ApprovalRules        string   `env:"APPROVAL_RULES"`
+	DatabasePath         string   `env:"DATABASE_PATH" envDefault:"data/tollgate.db"`
+	WebfetchDomains      []string `env:"WEBFETCH_ALLOWED_DOMAINS" envSeparator:","`
+	WebfetchAllowPrivate bool     `env:"WEBFETCH_ALLOW_PRIVATE"`
 	// WebfetchPorts opens ports besides 80 and 443; WebfetchMaxConcurrent
 	// bounds fetches at once (0: webfetch's default).
 	WebfetchPorts         []int         `env:"WEBFETCH_PORTS" envSeparator:","`
@@ -64,6 +71,7 @@ type config struct {
 
 	allowedUsers []int64
 	logLevel     slog.Level
+	mode         prompt.Mode
 }
 
 // loadConfig reads the environment through getenv and checks every value,
@@ -144,6 +152,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if cfg.ApprovalRemind < 0 {
 		errs = append(errs, fmt.Errorf("APPROVAL_REMIND: %v must not be negative (leave it empty for no reminder)", cfg.ApprovalRemind))
+	}
+	if cfg.mode, err = prompt.ParseMode(cfg.ApprovalMode); err != nil {
+		errs = append(errs, fmt.Errorf("APPROVAL_MODE: %w", err))
 	}
 	if cfg.AgentWorkers < 0 {
 		errs = append(errs, fmt.Errorf("AGENT_WORKERS: %d must not be negative (leave it unset for the default)", cfg.AgentWorkers))
@@ -250,6 +261,9 @@ func (c config) summary() []any {
 		"llm_api_key", mask(c.LLMAPIKey),
 		"llm_model", c.LLMModel,
 		"agent_workers", orDefault(c.AgentWorkers),
+		"approval_mode", c.mode,
+		"approval_deny_tools", c.ApprovalDenyTools,
+		"approval_rules", c.ApprovalRules,
 		"database_path", c.DatabasePath,
 		"webfetch_allowed_domains", c.WebfetchDomains,
 		"webfetch_allow_private", c.WebfetchAllowPrivate,

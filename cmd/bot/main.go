@@ -63,11 +63,13 @@ func buildVersion() string {
 // It returns when ctx ends (after a graceful shutdown) or on a start-up
 // error, which names what to fix.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	const usage = "usage: bot [--env-file FILE] | bot check [--env-file FILE] | bot version"
+	const usage = "usage: bot [--env-file FILE] | bot check [--env-file FILE] | bot rules check FILE | bot rules explain FILE TOOL JSON | bot version"
 	if len(args) > 1 {
 		switch args[1] {
 		case "check":
 			return runCheck(ctx, args[2:], getenv, stdout)
+		case "rules":
+			return runRules(ctx, args[2:], stdout)
 		case "version", "--version", "-version":
 			fmt.Fprintln(stdout, "tollgate", buildVersion())
 			return nil
@@ -135,10 +137,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("model (LLM_BASE_URL, LLM_MODEL): %w", err)
 	}
 
+	tools, checker, err := operatorPolicy(cfg, fetcher.Tools())
+	if err != nil {
+		return err
+	}
+	if cfg.mode == prompt.ModeAutoApprove {
+		log.Warn("APPROVAL_MODE=auto-approve: EVERY CALL THAT WOULD ASK RUNS WITHOUT ASKING ANYONE. Use it for development only; deny rules still apply.")
+	}
 	svc, err := prompt.NewService(prompt.Config{
 		Model:   model,
 		Store:   db,
-		Tools:   fetcher.Tools(),
+		Tools:   tools,
+		Policy:  checker,
+		Mode:    cfg.mode,
 		System:  cfg.LLMSystemPrompt,
 		Workers: cfg.AgentWorkers,
 		// Empty waits forever and reminds never, as before these existed.

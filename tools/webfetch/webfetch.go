@@ -280,6 +280,9 @@ func (f *Fetcher) buildTools() ([]*prompt.Tool, error) {
 	// An "always" for a fetch covers its URL's host, exactly: not its
 	// subdomains, not a parent domain.
 	fetch.Scope = f.fetchScope
+	// Operators' rules match a fetch by its host and path too.
+	fetch.Fields = []prompt.Field{{Name: "host", Kind: prompt.FieldHost}, {Name: "path", Kind: prompt.FieldPath}}
+	fetch.Derive = f.fetchFields
 	add, err := prompt.NewTool(ToolAddDomain,
 		"Ask a human to add a domain to the fetch allowlist for good, so later fetches of it need no approval.",
 		f.addGate, f.addInvoke)
@@ -404,6 +407,24 @@ func (f *Fetcher) fetchScope(input json.RawMessage) (prompt.Scope, error) {
 		return prompt.Scope{}, err
 	}
 	return prompt.Scope{Key: "host:" + t.host, Label: "fetches from " + t.host}, nil
+}
+
+// fetchFields gives a rule the URL's canonical host and its decoded path
+// ("/" when empty).
+func (f *Fetcher) fetchFields(input json.RawMessage) (map[string]string, error) {
+	var in fetchInput
+	if err := json.Unmarshal(input, &in); err != nil {
+		return nil, fmt.Errorf("decode input: %w", err)
+	}
+	t, err := f.checkURL(in.URL)
+	if err != nil {
+		return nil, err
+	}
+	path := t.url.Path
+	if path == "" {
+		path = "/"
+	}
+	return map[string]string{"host": t.host, "path": path}, nil
 }
 
 func (f *Fetcher) fetchInvoke(ctx context.Context, in fetchInput) (string, error) {

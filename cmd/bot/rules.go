@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"tollgate/policy"
+	"tollgate/prompt"
+	"tollgate/tools/webfetch"
+)
+
+// operatorPolicy applies APPROVAL_DENY_TOOLS to tools and reads
+// APPROVAL_RULES against what remains, so a rule naming a blocked tool is
+// an error too. It returns the tools to offer and the rules (nil: none).
+func operatorPolicy(cfg config, tools []*prompt.Tool) ([]*prompt.Tool, prompt.Policy, error) {
+	tools, err := policy.DenyTools(tools, cfg.ApprovalDenyTools)
+	if err != nil {
+		return nil, nil, fmt.Errorf("APPROVAL_DENY_TOOLS: %w", err)
+	}
+	if cfg.ApprovalRules == "" {
+		return tools, nil, nil
+	}
+	rules, err := policy.Load(cfg.ApprovalRules, policy.ToolsOf(tools))
+	if err != nil {
+		return nil, nil, fmt.Errorf("APPROVAL_RULES: %w", err)
+	}
+	return tools, policy.Checker{Rules: rules}, nil
+}
+
+// allTools is every tool Tollgate can offer, built without a database or
+// a network, for checking a rules file against.
+func allTools(ctx context.Context) ([]*prompt.Tool, error) {
+	f, err := webfetch.New(ctx, webfetch.Config{Store: webfetch.NewMemStore()})
+	if err != nil {
+		return nil, err
+	}
+	return f.Tools(), nil
+}
+
+// runRules is "bot rules check FILE" (is the file valid?) and "bot rules
+// explain FILE TOOL JSON" (which rule decides that call, and why). Neither
+// needs a token or a database.
+func runRules(ctx context.Context, args []string, stdout io.Writer) error {
+	const usage = "usage: bot rules check FILE | bot rules explain FILE TOOL 'JSON'"
+	if len(args) < 2 {
+		return fmt.Errorf("bad arguments %q (%s)", args, usage)
+	}
+	tools, err := allTools(ctx)
+	if err != nil {
+		return err
+	}
+	rules, err := policy.Load(args[1], policy.ToolsOf(tools))
+	if err != nil {
+		return err
+	}
+	switch {
+	case args[0] == "check" && len(args) == 2:
+		fmt.Fprintf(stdout, "%s: ok, %d rules\n", args[1], rules.Len())
+		return nil
+	case args[0] == "explain" && len(args) == 4:
+	default:
+		return fmt.Errorf("bad arguments %q (%s)", args, usage)
+	}
+	var tool *prompt.Tool
+	var names []string
+	for _, t := range tools {
+		names = append(names, t.Name)
+		if t.Name == args[2] {
+			tool = t
+		}
+	}
+	if tool == nil {
+		return fmt.Errorf("no tool %q (tools: %s)", args[2], strings.Join(names, ", "))
+	}
+	if !json.Valid([]byte(args[3])) {
+		return fmt.Errorf("the input %q is not JSON", args[3])
+	}
+	fields, err := prompt.CallFields(tool, json.RawMessage(args[3]))
+	if err != nil {
+		return err
+	}
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(stdout, "field %s = %q\n", k, fields[k])
+	}
+	for _, line := range rules.Explain(tool.Name, fields) {
+		fmt.Fprintln(stdout, line)
+	}
+	return nil
+}
