@@ -158,6 +158,9 @@ type opts struct {
 	// service's clock.
 	timeout, remind time.Duration
 	clock           *manualClock
+	// policy and mode are the operator's rules and approval mode.
+	policy prompt.Policy
+	mode   prompt.Mode
 }
 
 type harness struct {
@@ -202,6 +205,7 @@ func newHarness(t testing.TB, o opts, steps ...prompttest.Step) *harness {
 		MaxTurns: o.maxTurns, HistoryLimit: o.historyLimit, Workers: o.workers,
 		ApprovalTimeout: o.timeout, ApprovalRemind: o.remind,
 		Now: o.clock.nowFunc(), AfterFunc: o.clock.afterFunc(),
+		Policy: o.policy, Mode: o.mode,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -349,6 +349,15 @@ func TestStartupErrorsNameWhatToFix(t *testing.T) {
 			}
 			env["DATABASE_PATH"] = path
 		}, "junk.db"},
+		{"bad approval mode", func(env map[string]string) { env["APPROVAL_MODE"] = "yolo" }, `APPROVAL_MODE: "yolo" is not one of`},
+		{"deny list names no tool", func(env map[string]string) { env["APPROVAL_DENY_TOOLS"] = "shell.*" }, `APPROVAL_DENY_TOOLS: "shell.*" names no tool`},
+		{"rules file with a mistake", func(env map[string]string) {
+			path := filepath.Join(t.TempDir(), "rules.yaml")
+			if err := os.WriteFile(path, []byte("allow:\n  - tool: web-fetch.fetch\n    host: \"foo*.example.com\"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			env["APPROVAL_RULES"] = path
+		}, "rules.yaml:3: allow rule 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := w.env()
