@@ -28,6 +28,12 @@ type ApprovalRequest struct {
 	Scope *Scope
 	// Edit is set when this request shows a call a human edited.
 	Edit *Edit
+	// Parts are the pieces of the call rules judge one by one (a shell
+	// chain's commands), each marked with whether a rule allows it.
+	Parts []ShownPart
+	// Preview is what the call will do, to show whole (a diff), and
+	// PreviewName its file name when attached.
+	Preview, PreviewName string
 }
 
 // NoticeKind says what a conversation must be told.
@@ -139,6 +145,8 @@ func requestOf(p *Prompt, idx int) ApprovalRequest {
 		RequestedAt:    call.Approval.RequestedAt,
 		InputHash:      call.Approval.InputHash,
 		Edit:           call.Edit,
+		Preview:        call.Preview,
+		PreviewName:    call.PreviewName,
 	}
 	for _, it := range p.Output[idx+1:] {
 		if q := it.Call; q != nil && q.Status == CallQueued {

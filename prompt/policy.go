@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -125,8 +126,8 @@ func CallFields(t *Tool, input json.RawMessage) (map[string]string, error) {
 // judgement is what the operator's policy, grants, the gate and the mode
 // say of a call about to run.
 type judgement struct {
-	ask    bool // a person decides; reason says why
-	reason string
+	ask    bool // a person decides; req says why and what to show
+	req    Requirement
 	ruling *Ruling // decided without asking
 	grant  *Grant
 }
@@ -151,6 +152,9 @@ func (r *run) judge(ctx context.Context, t *preparedTool, c *Call, input json.Ra
 			return j, err
 		}
 		v = s.policy.Check(t.Name, fields)
+		if v.Action != PolicyDeny && t.Parts != nil {
+			v = partsVerdict(s.policy, t, input, fields, v)
+		}
 	}
 	switch {
 	case v.Action == PolicyDeny:
@@ -165,13 +169,21 @@ func (r *run) judge(ctx context.Context, t *preparedTool, c *Call, input json.Ra
 				return j, err
 			}
 		}
-		j.ask, j.reason = true, req.Reason
-		if !req.Required || j.reason == "" {
-			j.reason = "The input was edited; the edited call needs its own approval."
+		j.ask, j.req = true, req
+		if !req.Required || req.Reason == "" {
+			j.req.Reason = "The input was edited; the edited call needs its own approval."
 		}
 		return j, nil
 	case v.Action == PolicyAsk:
-		j.ask, j.reason = true, "The operator's rules ask for approval: "+v.Why
+		// The gate still says what to show (a diff), and may refuse.
+		if t.Gate != nil {
+			req, err := gate()
+			if err != nil {
+				return j, err
+			}
+			j.req = req
+		}
+		j.ask, j.req.Reason = true, "The operator's rules ask for approval: "+v.Why
 	case v.Action == PolicyAllow:
 		return judgement{ruling: &Ruling{Allowed: true, Kind: "rule", By: v.Source, Why: v.Why, At: now}}, nil
 	default:
@@ -189,15 +201,98 @@ func (r *run) judge(ctx context.Context, t *preparedTool, c *Call, input json.Ra
 			return judgement{grant: g, ruling: &Ruling{Allowed: true, Kind: "grant", By: "grant " + g.ID + " of " + g.By,
 				Why: g.Label, At: now}}, nil
 		}
-		j.ask, j.reason = true, req.Reason
+		j.ask, j.req = true, req
 	}
 	switch s.mode {
 	case ModeAutoApprove:
-		return judgement{ruling: &Ruling{Allowed: true, Kind: "mode", By: "APPROVAL_MODE=" + string(s.mode), Why: j.reason, At: now}}, nil
+		return judgement{ruling: &Ruling{Allowed: true, Kind: "mode", By: "APPROVAL_MODE=" + string(s.mode), Why: j.req.Reason, At: now}}, nil
 	case ModeAutoDeny:
-		return judgement{ruling: &Ruling{Kind: "mode", By: "APPROVAL_MODE=" + string(s.mode), Why: j.reason, At: now}}, nil
+		return judgement{ruling: &Ruling{Kind: "mode", By: "APPROVAL_MODE=" + string(s.mode), Why: j.req.Reason, At: now}}, nil
 	}
 	return j, nil
+}
+
+// partsVerdict judges a call of a tool that splits into parts (a shell
+// chain): a deny rule over any part denies the call; an ask rule over any
+// asks; it is allowed only if allow rules cover every part and none is
+// dynamic. A rule over the whole call may still deny or ask (whole), but
+// never allow: "git *" over "git status && rm -rf /" must not pass.
+func partsVerdict(pol Policy, t *preparedTool, input json.RawMessage, whole map[string]string, v Verdict) Verdict {
+	parts, err := t.Parts(input)
+	if err != nil || len(parts) == 0 {
+		if v.Action == PolicyAllow {
+			return Verdict{}
+		}
+		return v
+	}
+	allowed := true
+	var sources []string
+	for _, part := range parts {
+		pv := pol.Check(t.Name, overlay(whole, part.Fields))
+		switch {
+		case pv.Action == PolicyDeny:
+			return Verdict{Action: PolicyDeny, Source: pv.Source, Why: part.Label + ": " + pv.Why}
+		case pv.Action == PolicyAsk:
+			v = Verdict{Action: PolicyAsk, Source: pv.Source, Why: part.Label + ": " + pv.Why}
+		case pv.Action != PolicyAllow || part.Dynamic:
+			allowed = false
+		default:
+			sources = append(sources, pv.Source)
+		}
+	}
+	switch {
+	case v.Action == PolicyAsk:
+		return v
+	case allowed:
+		return Verdict{Action: PolicyAllow, Source: strings.Join(slices.Compact(sources), ", "), Why: "allow rules cover every part"}
+	}
+	return Verdict{}
+}
+
+// overlay returns the fields of a part laid over those of the whole call.
+func overlay(whole, part map[string]string) map[string]string {
+	out := make(map[string]string, len(whole)+len(part))
+	for k, v := range whole {
+		out[k] = v
+	}
+	for k, v := range part {
+		out[k] = v
+	}
+	return out
+}
+
+// ShownPart is a part of a request as the person deciding sees it: what it
+// is and whether a rule allows it.
+type ShownPart struct {
+	Label   string
+	Allowed bool
+	Dynamic bool
+}
+
+// shownParts lists the parts of a call for its request, each marked with
+// whether an allow rule covers it; nil if the tool has no parts.
+func (s *Service) shownParts(t *preparedTool, input json.RawMessage) []ShownPart {
+	if t == nil || t.Parts == nil {
+		return nil
+	}
+	parts, err := t.Parts(input)
+	if err != nil {
+		return nil
+	}
+	whole := map[string]string{}
+	if s.policy != nil {
+		if whole, err = CallFields(t.Tool, input); err != nil {
+			whole = map[string]string{}
+		}
+	}
+	shown := make([]ShownPart, len(parts))
+	for i, p := range parts {
+		shown[i] = ShownPart{Label: p.Label, Dynamic: p.Dynamic}
+		if s.policy != nil && !p.Dynamic {
+			shown[i].Allowed = s.policy.Check(t.Name, overlay(whole, p.Fields)).Action == PolicyAllow
+		}
+	}
+	return shown
 }
 
 // deniedText is the error result of a call a ruling refused.

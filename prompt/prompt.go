@@ -124,6 +124,12 @@ type Call struct {
 	// Ruling is set when the call was allowed or denied without asking a
 	// person: by a rule, a grant or the mode.
 	Ruling *Ruling `json:"ruling,omitempty"`
+	// Preview, PreviewName and Expect are the gate's, kept with the
+	// request (see Requirement): shown with it, and handed to the tool
+	// when the approved call runs.
+	Preview     string `json:"preview,omitempty"`
+	PreviewName string `json:"preview_name,omitempty"`
+	Expect      string `json:"expect,omitempty"`
 }
 
 // Input is the argument text the call runs with: the edited one, if a

@@ -188,6 +188,26 @@ func (s *Service) Gated() []string {
 	return names
 }
 
+// ToolSummary is a tool as /help lists it.
+type ToolSummary struct {
+	Name   string
+	Effect Effect
+	// Asks is true when its calls can ask a person (a gate, its own or
+	// the default of a tool that does more than read).
+	Asks bool
+}
+
+// Summaries lists the service's tools with what they do and whether they
+// can ask, in the order given.
+func (s *Service) Summaries() []ToolSummary {
+	out := make([]ToolSummary, 0, len(s.tools.defs))
+	for _, d := range s.tools.defs {
+		t := s.tools.byName[d.Name]
+		out = append(out, ToolSummary{Name: t.Name, Effect: t.Effect, Asks: t.Gate != nil})
+	}
+	return out
+}
+
 // OnApprovalRequested registers f to run after a call was saved as pending.
 // Requests that were already waiting at a restart come from Recover's
 // Waiting instead.
@@ -294,6 +314,7 @@ func (s *Service) Request(ctx context.Context, approvalID string) (ApprovalReque
 // describe adds to req what its tool says of it: what "always" would
 // cover. An edited call is approved on its own, so it offers no "always".
 func (s *Service) describe(req ApprovalRequest) ApprovalRequest {
+	req.Parts = s.shownParts(s.tools.byName[req.ToolName], req.Input)
 	if req.Edit != nil {
 		return req
 	}

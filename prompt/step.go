@@ -316,7 +316,7 @@ func (r *run) runCall(ctx context.Context, i int) bool {
 		case err != nil:
 			return r.save(ctx, setResult(callID, from, &Result{Type: ResultError, Error: "approval check failed: " + err.Error()}))
 		case j.ask:
-			return r.save(ctx, r.pause(callID, j.reason))
+			return r.save(ctx, r.pause(callID, j.req))
 		case j.ruling != nil && !j.ruling.Allowed:
 			return r.save(ctx, denied(callID, from, j.ruling))
 		case j.ruling != nil:
@@ -370,6 +370,10 @@ func (r *run) runCall(ctx context.Context, i int) bool {
 		return r.save(ctx, setResult(callID, CallExecuting, nil, from)) && !shutdown(ctx)
 	}
 	info := CallInfo{PromptID: r.p.ID, CallID: callID, Approved: approved, ApprovedBy: approvedBy}
+	if from == CallApproved {
+		// What the person saw when approving; the tool checks it still holds.
+		info.Expect = call.Expect
+	}
 	out, err := r.safeInvoke(ContextWithCall(ctx, info), tool, input)
 	if shutdown(ctx) {
 		// The stored executing status tells the next start that the
@@ -415,7 +419,8 @@ func denied(id string, from CallStatus, rl *Ruling) change {
 }
 
 // pause saves call id as pending and the prompt as waiting.
-func (r *run) pause(id, reason string) change {
+func (r *run) pause(id string, req Requirement) change {
+	reason := req.Reason
 	now := r.s.now()
 	approvalID := randomID(10)
 	return func(p *Prompt) ([]int, bool) {
@@ -434,6 +439,7 @@ func (r *run) pause(id, reason string) change {
 			c.Approval.RemindAt = now.Add(r.s.remind)
 		}
 		c.Result = &Result{Type: ResultPending, Reason: reason}
+		c.Preview, c.PreviewName, c.Expect = req.Preview, req.PreviewName, req.Expect
 		p.State = StateWaiting
 		return []int{j}, true
 	}
@@ -570,6 +576,9 @@ type CallInfo struct {
 	// then do, once, what its gate would otherwise not allow.
 	Approved   bool
 	ApprovedBy string
+	// Expect is the gate's Requirement.Expect from the request a person
+	// approved; empty when nobody was asked.
+	Expect string
 }
 
 type callKey struct{}

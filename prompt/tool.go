@@ -17,6 +17,36 @@ import (
 type Requirement struct {
 	Required bool
 	Reason   string // shown to the human who decides
+	// Preview is what the call will do, shown whole with the request (a
+	// unified diff of a file change); empty: the input says it all.
+	// PreviewName names it when it is attached as a file ("change.diff").
+	Preview, PreviewName string
+	// Expect is what the tool needs to find again when the approved call
+	// runs (the hash of the file the diff was made from); Invoke reads it
+	// as CallInfo.Expect and refuses to act if the world moved on.
+	Expect string
+}
+
+// Effect is what a tool does to the world: without a rule or a gate of
+// its own, a tool that only reads runs without asking and any other asks.
+type Effect string
+
+// The effects.
+const (
+	EffectRead    Effect = "read"
+	EffectWrite   Effect = "write"
+	EffectExecute Effect = "execute"
+	EffectSend    Effect = "send"
+)
+
+// Part is one piece of a call that rules judge on its own: one command
+// of a shell chain. Label is how it is shown; Dynamic marks a piece whose
+// meaning is not known before it runs (a command name built from a
+// variable), which no rule can allow.
+type Part struct {
+	Label   string
+	Fields  map[string]string
+	Dynamic bool
 }
 
 // Gate decides whether a call needs a human. It sees the validated input.
@@ -37,8 +67,12 @@ type Tool struct {
 	// Schema describes the input; input is validated against it before the
 	// gate runs.
 	Schema *jsonschema.Schema
-	// Gate is nil for tools that never need a human.
+	// Gate decides whether a call needs a human; nil: Effect decides.
 	Gate Gate
+	// Effect says what the tool does; a tool without a Gate asks for every
+	// call unless it only reads. Empty is EffectRead for a tool without a
+	// Gate (as before effects were declared), EffectSend for one with.
+	Effect Effect
 	// Invoke runs the call and returns text for the model. Its error becomes
 	// an error result the model sees.
 	Invoke func(ctx context.Context, input json.RawMessage) (string, error)
@@ -55,6 +89,11 @@ type Tool struct {
 	// the validated input.
 	Fields []Field
 	Derive func(input json.RawMessage) (map[string]string, error)
+	// Parts splits a call into pieces the operator's rules judge one by
+	// one (a shell chain into its commands): a deny rule over any piece
+	// denies the call, and it runs without asking only if allow rules
+	// cover every piece. An error, or a Dynamic piece, leaves it to ask.
+	Parts func(input json.RawMessage) ([]Part, error)
 }
 
 // toolName keeps names printable and short; providers map them further.
@@ -160,7 +199,20 @@ func newToolset(tools []*Tool) (*toolset, error) {
 		if err != nil {
 			return nil, fmt.Errorf("tool %q: encode schema: %w", t.Name, err)
 		}
-		ts.byName[t.Name] = &preparedTool{Tool: t, resolved: resolved}
+		// A copy: the default gate below is this service's, not the tool's.
+		tc := *t
+		switch {
+		case tc.Effect == "" && tc.Gate == nil:
+			tc.Effect = EffectRead
+		case tc.Effect == "":
+			tc.Effect = EffectSend
+		case tc.Effect != EffectRead && tc.Effect != EffectWrite && tc.Effect != EffectExecute && tc.Effect != EffectSend:
+			return nil, fmt.Errorf("tool %q: effect %q is not read, write, execute or send", t.Name, tc.Effect)
+		}
+		if tc.Gate == nil && tc.Effect != EffectRead {
+			tc.Gate = Always(fmt.Sprintf("%s %ss; without a rule that allows it, every call asks.", t.Name, tc.Effect))
+		}
+		ts.byName[t.Name] = &preparedTool{Tool: &tc, resolved: resolved}
 		ts.defs = append(ts.defs, ToolDef{Name: t.Name, Description: t.Description, Parameters: params})
 	}
 	return ts, nil
