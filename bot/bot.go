@@ -59,8 +59,8 @@ type Service interface {
 	// Recover resumes the prompts an earlier process left running and puts
 	// the requests it left waiting in the outbox again. Run calls it, once.
 	Recover(ctx context.Context) (prompt.Recovered, error)
-	// Gated names the tools that can ask for approval.
-	Gated() []string
+	// Summaries lists the tools, what each does and whether it can ask.
+	Summaries() []prompt.ToolSummary
 	// ApproveAlways approves as Approve does and records a grant, so that
 	// calls in the request's scope run without asking; prompt.ErrNoGrant if
 	// the tool offers none.

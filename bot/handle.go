@@ -329,13 +329,17 @@ func (b *Bot) helpText() string {
 		"⛔ Stop refuses it and everything queued after it, and ends the request. " +
 		"🔁 Always… approves it and lets calls like it run without asking (in this chat or all, for an hour or until revoked; /grants lists them). " +
 		"✏️ Edit lets you change the input first; the edited call is asked again.\n\n")
-	gated := b.cfg.Service.Gated()
-	if len(gated) == 0 {
-		h.text("No tool needs approval right now.")
+	tools := b.cfg.Service.Summaries()
+	if len(tools) == 0 {
+		h.text("No tools are enabled.")
 	} else {
-		h.text("Tools that need your approval:")
-		for _, g := range gated {
-			h.text("\n• " + oneLine(g))
+		h.text("Tools, what each does, and whether it asks (unless the operator's rules or a grant decide):")
+		for _, t := range tools {
+			asks := "never asks"
+			if t.Asks {
+				asks = "asks for your approval"
+			}
+			h.text("\n• ").wrap("code", clip(t.Name, maxNameLength)).text(" (" + oneLine(string(t.Effect)) + "): " + asks)
 		}
 	}
 	h.text("\n\nCommands:\n/pending: show the request waiting for you\n/cancel: stop the current request\n" +
@@ -369,6 +373,13 @@ func (b *Bot) sendApproval(ctx context.Context, req prompt.ApprovalRequest) erro
 	if ref, err := b.cfg.Service.LookupApproval(ctx, req.ApprovalID); err == nil && ref.Status != prompt.ApprovalPending {
 		if err := b.editApproval(ctx, req.ApprovalID, &req, nil, decidedLine(ref)); err != nil {
 			b.log.Warn("close a copy decided while it was sent", "approval", req.ApprovalID, "err", err)
+		}
+	}
+	if view.Preview != nil {
+		caption := fmt.Sprintf("What %s does (%d characters)", clip(req.ToolName, maxNameLength), utf16Len(string(view.Preview)))
+		if err := b.sendDocument(ctx, chat, id, view.PreviewName, view.Preview, caption); err != nil {
+			b.log.Error("send approval preview document", "approval", req.ApprovalID, "err", err)
+			b.note(ctx, chat, id, "I could not attach what this request does; reject it if you cannot judge it.")
 		}
 	}
 	if view.Document != nil {

@@ -174,6 +174,10 @@ type approvalView struct {
 	// Document is the whole input when it does not fit in the message;
 	// nil when it does.
 	Document []byte
+	// Preview is what the call will do (a diff) when it does not fit,
+	// attached as PreviewName; nil when it is in the message.
+	Preview     []byte
+	PreviewName string
 }
 
 // shownInput is the input as the request shows it: indented as it was
@@ -206,6 +210,12 @@ const (
 	maxReasonLength = 1000
 	maxByLength     = 100
 	maxNoteLength   = 180
+	// A chain's commands: all of them when the message has room, the
+	// first few when the preview (which lists them all) is attached.
+	maxPartsShown = 12
+	maxPartLength = 150
+	maxPartsShort = 5
+	maxPartShort  = 80
 )
 
 // cutUnits returns the longest prefix of s, cut at a rune boundary, that
@@ -257,7 +267,16 @@ func cut(v, s string, n int) string {
 // stands for a character.
 func renderApproval(req prompt.ApprovalRequest) approvalView {
 	input := shownInput(req.Input)
-	build := func(inline bool) *htmlText {
+	preview := ""
+	if req.Preview != "" {
+		preview = exact(strings.TrimRight(req.Preview, "\n"))
+	}
+	previewName := req.PreviewName
+	if previewName == "" {
+		previewName = "preview.txt"
+	}
+	previewName = req.ApprovalID + "-" + previewName
+	build := func(inline, previewInline bool) *htmlText {
 		h := &htmlText{}
 		h.tag("🔐 ").wrap("b", "Approval needed").text("\nTool: ").wrap("code", clipExact(req.ToolName, maxNameLength))
 		if req.Reason != "" {
@@ -269,6 +288,32 @@ func renderApproval(req prompt.ApprovalRequest) approvalView {
 		if req.InputHash != "" {
 			// A short prefix is enough for two people comparing one request.
 			h.text("\nInput hash: ").wrap("code", oneLine(req.InputHash[:min(len(req.InputHash), 12)]))
+		}
+		if len(req.Parts) > 0 {
+			n, width := maxPartsShown, maxPartLength
+			if !previewInline {
+				n, width = maxPartsShort, maxPartShort
+			}
+			h.text(fmt.Sprintf("\nCommands (%d), one per line; ✓ a rule allows it, • none does:", len(req.Parts)))
+			for i, p := range req.Parts {
+				if i == n {
+					h.text(fmt.Sprintf("\n…and %d more, listed in the attachment.", len(req.Parts)-n))
+					break
+				}
+				mark := "\n• "
+				if p.Allowed {
+					mark = "\n✓ "
+				}
+				h.text(mark).wrap("code", clipExact(p.Label, width))
+				if p.Dynamic {
+					h.text(" (what runs is decided only when it runs)")
+				}
+			}
+		}
+		if preview != "" && previewInline {
+			h.text("\nWhat it does:\n").wrap("pre", preview)
+		} else if preview != "" {
+			h.text(fmt.Sprintf("\nWhat it does: %d characters, attached whole as %s.", utf16Len(preview), oneLine(previewName)))
 		}
 		if inline {
 			h.text("\nInput:\n").wrap("pre", input)
@@ -290,10 +335,20 @@ func renderApproval(req prompt.ApprovalRequest) approvalView {
 		}
 		return h
 	}
-	if h := build(true); h.n <= maxText-outcomeRoom {
+	// Whole in the message if it fits; else the preview attached; else
+	// the input too.
+	fits := func(h *htmlText) bool { return h.n <= maxText-outcomeRoom }
+	if h := build(true, true); fits(h) {
 		return approvalView{HTML: h.b.String()}
 	}
-	return approvalView{HTML: build(false).b.String(), Document: []byte(input)}
+	if h := build(true, false); preview != "" && fits(h) {
+		return approvalView{HTML: h.b.String(), Preview: []byte(preview), PreviewName: previewName}
+	}
+	v := approvalView{HTML: build(false, false).b.String(), Document: []byte(input)}
+	if preview != "" {
+		v.Preview, v.PreviewName = []byte(preview), previewName
+	}
+	return v
 }
 
 // markedIn counts the hidden characters marked in shown, the exact form of

@@ -177,17 +177,6 @@ func NewService(cfg Config) (*Service, error) {
 // Tools returns what the model is told about the service's tools.
 func (s *Service) Tools() []ToolDef { return append([]ToolDef(nil), s.tools.defs...) }
 
-// Gated returns the names of the tools that can ask for approval.
-func (s *Service) Gated() []string {
-	var names []string
-	for _, d := range s.tools.defs {
-		if s.tools.byName[d.Name].Gate != nil {
-			names = append(names, d.Name)
-		}
-	}
-	return names
-}
-
 // ToolSummary is a tool as /help lists it.
 type ToolSummary struct {
 	Name   string

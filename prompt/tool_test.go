@@ -47,8 +47,9 @@ func TestToolsAndGatedAreReported(t *testing.T) {
 	if !reflect.DeepEqual(names, []string{"test.free", "test.gated"}) {
 		t.Fatalf("tools = %v", names)
 	}
-	if got := h.svc.Gated(); !reflect.DeepEqual(got, []string{"test.gated"}) {
-		t.Fatalf("gated = %v", got)
+	want := []prompt.ToolSummary{{Name: "test.free", Effect: prompt.EffectRead}, {Name: "test.gated", Effect: prompt.EffectSend, Asks: true}}
+	if got := h.svc.Summaries(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("summaries = %+v, want %+v", got, want)
 	}
 }
 
