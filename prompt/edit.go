@@ -31,7 +31,7 @@ func (s *Service) Edit(ctx context.Context, approvalID, arguments, by string) er
 	if ref.Status != ApprovalPending {
 		return fmt.Errorf("edit %s: it is %s: %w", approvalID, ref.Status, ErrNotPending)
 	}
-	tool, input, err := s.tools.validateInput(req.ToolName, arguments)
+	tool, input, err := s.toolset().validateInput(req.ToolName, arguments)
 	if err != nil {
 		return &EditError{Reason: err.Error()}
 	}

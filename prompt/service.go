@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,6 +19,10 @@ type Config struct {
 	Model Model
 	Store Store
 	Tools []*Tool
+	// Sources are tool sets that change while the service runs (an MCP
+	// server's): their tools join Tools, and a change is picked up for the
+	// next model turn and call.
+	Sources []ToolSource
 	// System is the system prompt.
 	System string
 	// MaxTurns bounds the model calls of one prompt (default 10).
@@ -59,7 +64,9 @@ const DefaultWorkers = 16
 type Service struct {
 	model        Model
 	store        Store
-	tools        *toolset
+	tools        atomic.Pointer[toolset]
+	static       []*Tool
+	sources      []ToolSource
 	system       string
 	maxTurns     int
 	historyLimit int
@@ -71,6 +78,7 @@ type Service struct {
 	log          *slog.Logger
 	now          func() time.Time
 	afterFunc    func(time.Duration, func()) func() bool
+	reloadMu sync.Mutex // one reloadTools at a time
 	// deadlines wakes the goroutine that expires and reminds requests.
 	deadlines chan struct{}
 	watching  bool
@@ -133,10 +141,16 @@ func NewService(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new prompt service: %w", err)
 	}
+	if len(cfg.Sources) > 0 {
+		// Built once more below with the sources; the static tools alone
+		// must be valid, so that a source cannot hide a mistake in them.
+		ts = nil
+	}
 	s := &Service{
 		model:        cfg.Model,
 		store:        cfg.Store,
-		tools:        ts,
+		static:       cfg.Tools,
+		sources:      cfg.Sources,
 		system:       cfg.System,
 		maxTurns:     cfg.MaxTurns,
 		historyLimit: cfg.HistoryLimit,
@@ -170,12 +184,56 @@ func NewService(cfg Config) (*Service, error) {
 	if s.afterFunc == nil {
 		s.afterFunc = func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
 	}
+	if ts != nil {
+		s.tools.Store(ts)
+	} else {
+		s.reloadTools()
+		for _, src := range s.sources {
+			src.OnChange(s.reloadTools)
+		}
+	}
 	s.base, s.stopBase = context.WithCancel(context.Background())
 	return s, nil
 }
 
+// ToolSource is a set of tools that changes while the service runs.
+type ToolSource interface {
+	// Tools returns the source's tools as they stand now.
+	Tools() []*Tool
+	// OnChange registers f to run after the set changed.
+	OnChange(f func())
+}
+
+// toolset is the tools as they stand: the static ones and the sources'.
+func (s *Service) toolset() *toolset { return s.tools.Load() }
+
+// reloadTools rebuilds the toolset from the static tools and the sources'
+// current ones. A source tool that cannot join (a name taken, a bad
+// schema) is left out and logged: one bad server must not take the
+// others' tools away.
+func (s *Service) reloadTools() {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	tools := append([]*Tool(nil), s.static...)
+	for _, src := range s.sources {
+		for _, t := range src.Tools() {
+			if _, err := newToolset(append(append([]*Tool(nil), tools...), t)); err != nil {
+				s.log.Warn("tool left out", "tool", t.Name, "err", err)
+				continue
+			}
+			tools = append(tools, t)
+		}
+	}
+	ts, err := newToolset(tools)
+	if err != nil {
+		s.log.Error("tool set not changed", "err", err) // not reached: each joined alone
+		return
+	}
+	s.tools.Store(ts)
+}
+
 // Tools returns what the model is told about the service's tools.
-func (s *Service) Tools() []ToolDef { return append([]ToolDef(nil), s.tools.defs...) }
+func (s *Service) Tools() []ToolDef { return append([]ToolDef(nil), s.toolset().defs...) }
 
 // ToolSummary is a tool as /help lists it.
 type ToolSummary struct {
@@ -189,9 +247,10 @@ type ToolSummary struct {
 // Summaries lists the service's tools with what they do and whether they
 // can ask, in the order given.
 func (s *Service) Summaries() []ToolSummary {
-	out := make([]ToolSummary, 0, len(s.tools.defs))
-	for _, d := range s.tools.defs {
-		t := s.tools.byName[d.Name]
+	ts := s.toolset()
+	out := make([]ToolSummary, 0, len(ts.defs))
+	for _, d := range ts.defs {
+		t := ts.byName[d.Name]
 		out = append(out, ToolSummary{Name: t.Name, Effect: t.Effect, Asks: t.Gate != nil})
 	}
 	return out
@@ -303,11 +362,11 @@ func (s *Service) Request(ctx context.Context, approvalID string) (ApprovalReque
 // describe adds to req what its tool says of it: what "always" would
 // cover. An edited call is approved on its own, so it offers no "always".
 func (s *Service) describe(req ApprovalRequest) ApprovalRequest {
-	req.Parts = s.shownParts(s.tools.byName[req.ToolName], req.Input)
+	req.Parts = s.shownParts(s.toolset().byName[req.ToolName], req.Input)
 	if req.Edit != nil {
 		return req
 	}
-	sc, ok, err := scopeOf(s.tools.byName[req.ToolName], string(req.Input))
+	sc, ok, err := scopeOf(s.toolset().byName[req.ToolName], string(req.Input))
 	if err != nil {
 		s.log.Warn("no 'always' offered", "approval", req.ApprovalID, "err", err)
 		return req

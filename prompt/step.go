@@ -247,7 +247,7 @@ func (r *run) modelTurn(ctx context.Context) bool {
 	req := Request{
 		System:   s.system,
 		Messages: Messages(append(r.history[:len(r.history):len(r.history)], r.p)...),
-		Tools:    s.tools.defs,
+		Tools:    s.toolset().defs,
 	}
 	resp, err := s.model.Complete(ctx, req)
 	switch {
@@ -300,7 +300,7 @@ func (r *run) runCall(ctx context.Context, i int) bool {
 	if approved && call.Approval != nil {
 		approvedBy = call.Approval.DecidedBy
 	}
-	tool, input, err := s.tools.validate(call)
+	tool, input, err := s.toolset().validate(call)
 	if err != nil {
 		return r.save(ctx, setResult(callID, from, &Result{Type: ResultError, Error: err.Error()}))
 	}
