@@ -78,7 +78,7 @@ type Service struct {
 	log          *slog.Logger
 	now          func() time.Time
 	afterFunc    func(time.Duration, func()) func() bool
-	reloadMu sync.Mutex // one reloadTools at a time
+	reloadMu     sync.Mutex // one reloadTools at a time
 	// deadlines wakes the goroutine that expires and reminds requests.
 	deadlines chan struct{}
 	watching  bool
