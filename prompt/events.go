@@ -28,6 +28,12 @@ type ApprovalRequest struct {
 	Scope *Scope
 	// Edit is set when this request shows a call a human edited.
 	Edit *Edit
+	// Author is the person whose message started the prompt.
+	Author string
+	// Quorum is how many different people must approve (1: anyone
+	// deciding decides); Votes names who approved so far.
+	Quorum int
+	Votes  []string
 }
 
 // NoticeKind says what a conversation must be told.
@@ -45,6 +51,9 @@ const (
 	// NoticeGranted: a call ran without asking because a grant covers
 	// it; one line says which.
 	NoticeGranted NoticeKind = "granted"
+	// NoticeVotes: an approval under a quorum got a vote and is still
+	// pending; every copy of the request shows who approved so far.
+	NoticeVotes NoticeKind = "votes"
 )
 
 // Notice is something a change obliges Tollgate to tell a conversation.
@@ -90,6 +99,8 @@ type Activity struct {
 type Status struct {
 	PromptID string
 	State    State
+	// Author is the person whose message started the prompt.
+	Author string
 	// Pending is the request waiting for a human, when State is waiting.
 	Pending *ApprovalRequest
 }
@@ -139,6 +150,7 @@ func requestOf(p *Prompt, idx int) ApprovalRequest {
 		RequestedAt:    call.Approval.RequestedAt,
 		InputHash:      call.Approval.InputHash,
 		Edit:           call.Edit,
+		Author:         p.Author,
 	}
 	for _, it := range p.Output[idx+1:] {
 		if q := it.Call; q != nil && q.Status == CallQueued {
