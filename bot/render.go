@@ -288,6 +288,7 @@ func renderApproval(req prompt.ApprovalRequest) approvalView {
 				h.text(fmt.Sprintf("\n%d. ", i+1)).wrap("code", clipExact(q.Name, maxNameLength)).text(" ").wrap("code", clipExact(q.Arguments, maxQueuedArgs))
 			}
 		}
+		h.text(votesLine(req))
 		return h
 	}
 	if h := build(true); h.n <= maxText-outcomeRoom {
