@@ -29,7 +29,7 @@ type Service interface {
 	// prompt.ErrExists if that message started one already (it was handed
 	// over again after a crash), prompt.ErrBusy if the conversation has one
 	// running or waiting, prompt.ErrClosed during shutdown.
-	CreateOnce(ctx context.Context, conversationID, key, input string) (prompt.Created, error)
+	CreateOnce(ctx context.Context, conversationID, key, input string, opts ...prompt.CreateOption) (prompt.Created, error)
 	// Active returns where the conversation's running or waiting prompt
 	// stands, or prompt.ErrNotFound if it has none.
 	Active(ctx context.Context, conversationID string) (prompt.Status, error)
@@ -37,6 +37,11 @@ type Service interface {
 	// if it was already decided, prompt.ErrNotFound if there is no such one.
 	Approve(ctx context.Context, approvalID, by string) error
 	Reject(ctx context.Context, approvalID, reason, by string) error
+	// Vote approves as the person voterID; under a quorum the request is
+	// approved once enough different people voted. It returns the votes
+	// so far; prompt.ErrAlreadyVoted if that person voted on it already,
+	// and the errors of Approve.
+	Vote(ctx context.Context, approvalID, voterID, by string) (prompt.Tally, error)
 	// Stop rejects an approval's call and all queued after it and ends its
 	// prompt; prompt.ErrNotPending if it was already decided.
 	Stop(ctx context.Context, approvalID, by string) error
@@ -201,6 +206,14 @@ type Config struct {
 	PollTimeout time.Duration // long-poll wait (default 30s)
 	Webhook     Webhook
 	Limits      Limits
+	// Approvers, if set, are who may decide instead of AllowedUsers:
+	// others may chat, and their presses are refused. An approver need
+	// not be an allowed user to press; chatting still needs that.
+	Approvers []int64
+	// NoSelfApproval keeps the person whose message started a prompt
+	// from approving (or editing) its requests while another approver
+	// exists (APPROVAL_SELF=false).
+	NoSelfApproval bool
 }
 
 const defaultAPIURL = "https://api.telegram.org"
@@ -233,6 +246,8 @@ type Bot struct {
 	// this process, oldest first; a chat has a queue while a goroutine
 	// drains it (inbox.go).
 	queues map[int64][]*models.Update
+	// approvers is Config.Approvers, or the allowed users without it.
+	approvers map[int64]bool
 }
 
 // The life of a Bot. Only Run moves it on, and only forward.
@@ -289,6 +304,7 @@ func New(cfg Config) (*Bot, error) {
 	for _, id := range cfg.AllowedUsers {
 		b.allowed[id] = true
 	}
+	b.approvers = approverSet(cfg)
 	tg, err := tgbot.New(cfg.Token,
 		tgbot.WithSkipGetMe(),
 		tgbot.WithServerURL(cfg.APIURL),

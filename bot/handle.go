@@ -85,7 +85,7 @@ func (b *Bot) handleMessage(ctx context.Context, m *models.Message) {
 			b.log.Error("find approval of a replied message", "chat", chat, "err", err)
 		}
 	}
-	created, err := b.cfg.Service.CreateOnce(ctx, conv, strconv.Itoa(m.ID), m.Text)
+	created, err := b.cfg.Service.CreateOnce(ctx, conv, strconv.Itoa(m.ID), m.Text, prompt.WithAuthor(personID(*m.From)))
 	switch {
 	case errors.Is(err, prompt.ErrExists):
 		// Handled before a crash kept the inbox from saying so: the
@@ -190,6 +190,12 @@ func (b *Bot) handleCommand(ctx context.Context, m *models.Message, cmd string) 
 			return
 		case !ok:
 			b.note(ctx, chat, m.ID, "Nothing to cancel.")
+			return
+		}
+		// Cancelling only stops things, so the person who started the
+		// prompt may, approver or not; anyone else must be an approver.
+		if !b.approvers[m.From.ID] && st.Author != personID(*m.From) {
+			b.note(ctx, chat, m.ID, notApprover+" Only an approver or the person who started it may cancel it.")
 			return
 		}
 		by := who(*m.From)
@@ -431,9 +437,13 @@ var revokeData = regexp.MustCompile(`^x:(g[a-z2-7]{16})$`)
 // approval, and the pressed message is one that shows it.
 func (b *Bot) handleCallback(ctx context.Context, q *models.CallbackQuery) {
 	const expired = "This approval request has expired."
-	if !b.allowed[q.From.ID] {
-		b.log.Info("press from a user not allowed", "user", q.From.ID)
-		b.answerCallback(ctx, q.ID, "You are not allowed to decide this.")
+	if !b.approvers[q.From.ID] {
+		b.log.Info("press from a user who is not an approver", "user", q.From.ID)
+		if b.allowed[q.From.ID] {
+			b.answerCallback(ctx, q.ID, notApprover)
+		} else {
+			b.answerCallback(ctx, q.ID, "You are not allowed to decide this.")
+		}
 		return
 	}
 	var chat int64
@@ -479,6 +489,18 @@ func (b *Bot) handleCallback(ctx context.Context, q *models.CallbackQuery) {
 		b.answerCallback(ctx, q.ID, internalError)
 		return
 	}
+	switch why, err := b.refuseDecider(ctx, q.From.ID, id, approvingButton(button)); {
+	case errors.Is(err, prompt.ErrNotFound):
+		b.answerCallback(ctx, q.ID, expired)
+		return
+	case err != nil:
+		b.log.Error("look up an approval's author", "approval", id, "err", err)
+		b.answerCallback(ctx, q.ID, internalError)
+		return
+	case why != "":
+		b.answerCallback(ctx, q.ID, why)
+		return
+	}
 	by := who(q.From)
 	if pressed != nil && unrecorded {
 		// Before the decision, whose notice edits every recorded copy.
@@ -487,10 +509,11 @@ func (b *Bot) handleCallback(ctx context.Context, q *models.CallbackQuery) {
 	var (
 		err   error
 		grant prompt.Grant
+		tally prompt.Tally
 	)
 	switch button {
 	case "a":
-		err = b.cfg.Service.Approve(ctx, id, by)
+		tally, err = b.cfg.Service.Vote(ctx, id, personID(q.From), by)
 	case "r":
 		err = b.cfg.Service.Reject(ctx, id, buttonRejectReason, by)
 	case "s":
@@ -501,6 +524,9 @@ func (b *Bot) handleCallback(ctx context.Context, q *models.CallbackQuery) {
 		err = b.pressNonDeciding(ctx, q, button, id, chat, msgID)
 	}
 	switch {
+	case errors.Is(err, prompt.ErrAlreadyVoted):
+		b.answerCallback(ctx, q.ID, "You approved already; another approver must approve too.")
+		return
 	case errors.Is(err, prompt.ErrNotPending):
 		req, ref, lerr := b.cfg.Service.Request(ctx, id)
 		switch {
@@ -535,7 +561,7 @@ func (b *Bot) handleCallback(ctx context.Context, q *models.CallbackQuery) {
 	// answered here and now.
 	switch button {
 	case "a":
-		b.answerCallback(ctx, q.ID, "Approved")
+		b.answerCallback(ctx, q.ID, approvedAnswer(tally))
 	case "r":
 		b.answerCallback(ctx, q.ID, "Rejected")
 	case "s":
@@ -608,6 +634,9 @@ func (b *Bot) askEdit(ctx context.Context, req prompt.ApprovalRequest, chat int6
 // editRequest replaces the input of approval id with what m says.
 func (b *Bot) editRequest(ctx context.Context, m *models.Message, id, arguments string) {
 	chat := m.Chat.ID
+	if b.refusedNote(ctx, m, id, true) {
+		return
+	}
 	var refused *prompt.EditError
 	err := b.cfg.Service.Edit(ctx, id, strings.TrimSpace(arguments), who(*m.From))
 	switch {
@@ -649,6 +678,9 @@ func (b *Bot) closePressed(ctx context.Context, id string, req prompt.ApprovalRe
 // the model.
 func (b *Bot) rejectByReply(ctx context.Context, m *models.Message, id string) {
 	chat, by := m.Chat.ID, who(*m.From)
+	if b.refusedNote(ctx, m, id, false) {
+		return
+	}
 	b.recordPressed(ctx, id, m.ReplyToMessage)
 	err := b.cfg.Service.Reject(ctx, id, m.Text, by)
 	switch {

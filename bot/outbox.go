@@ -150,6 +150,8 @@ func (b *Bot) deliverOne(ctx context.Context, e prompt.OutboxEntry) {
 		err = b.deliverRequest(ctx, e)
 	case prompt.NoticeDecided:
 		err = b.deliverDecision(ctx, e.ApprovalID)
+	case prompt.NoticeVotes:
+		err = b.deliverVotes(ctx, e.ApprovalID)
 	case prompt.NoticeGranted:
 		err = b.deliverGranted(ctx, e.PromptID, e.CallID)
 	case prompt.NoticeAnswer:

@@ -333,6 +333,7 @@ func renderApproval(req prompt.ApprovalRequest) approvalView {
 				h.text(fmt.Sprintf("\n%d. ", i+1)).wrap("code", clipExact(q.Name, maxNameLength)).text(" ").wrap("code", clipExact(q.Arguments, maxQueuedArgs))
 			}
 		}
+		h.text(votesLine(req))
 		return h
 	}
 	// Whole in the message if it fits; else the preview attached; else

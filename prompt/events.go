@@ -34,6 +34,12 @@ type ApprovalRequest struct {
 	// Preview is what the call will do, to show whole (a diff), and
 	// PreviewName its file name when attached.
 	Preview, PreviewName string
+	// Author is the person whose message started the prompt.
+	Author string
+	// Quorum is how many different people must approve (1: anyone
+	// deciding decides); Votes names who approved so far.
+	Quorum int
+	Votes  []string
 }
 
 // NoticeKind says what a conversation must be told.
@@ -51,6 +57,9 @@ const (
 	// NoticeGranted: a call ran without asking because a grant covers
 	// it; one line says which.
 	NoticeGranted NoticeKind = "granted"
+	// NoticeVotes: an approval under a quorum got a vote and is still
+	// pending; every copy of the request shows who approved so far.
+	NoticeVotes NoticeKind = "votes"
 )
 
 // Notice is something a change obliges Tollgate to tell a conversation.
@@ -96,6 +105,8 @@ type Activity struct {
 type Status struct {
 	PromptID string
 	State    State
+	// Author is the person whose message started the prompt.
+	Author string
 	// Pending is the request waiting for a human, when State is waiting.
 	Pending *ApprovalRequest
 }
@@ -147,6 +158,7 @@ func requestOf(p *Prompt, idx int) ApprovalRequest {
 		Edit:           call.Edit,
 		Preview:        call.Preview,
 		PreviewName:    call.PreviewName,
+		Author:         p.Author,
 	}
 	for _, it := range p.Output[idx+1:] {
 		if q := it.Call; q != nil && q.Status == CallQueued {

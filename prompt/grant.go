@@ -76,10 +76,16 @@ func scopeOf(t *preparedTool, input string) (Scope, bool, error) {
 // ApproveAlways approves the call of approval approvalID as Approve does
 // and, in the same transaction, records a grant of spec over the call's
 // scope, so that later calls it covers run without asking. Returns
-// ErrNoGrant if the tool offers no "always", and the errors of Approve.
+// ErrNoGrant if the tool offers no "always", or if the service needs a
+// quorum of approvals (a grant would let one person approve for many
+// later calls what takes several to approve once), and the errors of
+// Approve.
 func (s *Service) ApproveAlways(ctx context.Context, approvalID, by string, spec GrantSpec) (Grant, error) {
 	if spec.For < 0 {
 		return Grant{}, fmt.Errorf("approve always %s: negative duration", approvalID)
+	}
+	if s.quorum > 1 {
+		return Grant{}, fmt.Errorf("approve always %s: a quorum of %d approvals: %w", approvalID, s.quorum, ErrNoGrant)
 	}
 	req, ref, err := s.Request(ctx, approvalID)
 	if err != nil {

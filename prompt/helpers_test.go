@@ -158,6 +158,7 @@ type opts struct {
 	// service's clock.
 	timeout, remind time.Duration
 	clock           *manualClock
+	quorum          int
 	// policy and mode are the operator's rules and approval mode.
 	policy prompt.Policy
 	mode   prompt.Mode
@@ -203,7 +204,7 @@ func newHarness(t testing.TB, o opts, steps ...prompttest.Step) *harness {
 	svc, err := prompt.NewService(prompt.Config{
 		Model: model, Store: store, Tools: o.tools(o.rec), System: "be careful",
 		MaxTurns: o.maxTurns, HistoryLimit: o.historyLimit, Workers: o.workers,
-		ApprovalTimeout: o.timeout, ApprovalRemind: o.remind,
+		ApprovalTimeout: o.timeout, ApprovalRemind: o.remind, Quorum: o.quorum,
 		Now: o.clock.nowFunc(), AfterFunc: o.clock.afterFunc(),
 		Policy: o.policy, Mode: o.mode,
 	})

@@ -89,6 +89,9 @@ type Prompt struct {
 	Turns          int    `json:"turns"`           // model calls made so far
 	// CancelledBy is set by Cancel; the next step ends the prompt.
 	CancelledBy string `json:"cancelled_by,omitempty"`
+	// Author identifies the person whose message started the prompt (a
+	// Telegram user ID); empty if unknown.
+	Author string `json:"author,omitempty"`
 	// Rev is the stored revision: every save is a compare-and-set from Rev
 	// to Rev+1, so of two writers that loaded the same revision one loses.
 	Rev       int64     `json:"rev"`

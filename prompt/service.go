@@ -45,7 +45,10 @@ type Config struct {
 	Policy Policy
 	// Mode says who answers where a person would be asked (default
 	// ModeInteractive).
-	Mode   Mode
+	Mode Mode
+	// Quorum is how many different people must approve a request before
+	// its call runs (default 1); one rejection rejects it.
+	Quorum int
 	Logger *slog.Logger     // default: discard
 	Now    func() time.Time // default: time.Now
 	// AfterFunc runs f once d has passed, unless stop is called first
@@ -75,6 +78,7 @@ type Service struct {
 	remind       time.Duration
 	policy       Policy
 	mode         Mode
+	quorum       int
 	log          *slog.Logger
 	now          func() time.Time
 	afterFunc    func(time.Duration, func()) func() bool
@@ -132,6 +136,9 @@ func NewService(cfg Config) (*Service, error) {
 	if cfg.ApprovalTimeout < 0 || cfg.ApprovalRemind < 0 {
 		return nil, errors.New("new prompt service: negative approval timeout or reminder")
 	}
+	if cfg.Quorum < 0 {
+		return nil, fmt.Errorf("new prompt service: quorum %d", cfg.Quorum)
+	}
 	mode, err := ParseMode(string(cfg.Mode))
 	if err != nil {
 		return nil, fmt.Errorf("new prompt service: approval mode %w", err)
@@ -159,6 +166,7 @@ func NewService(cfg Config) (*Service, error) {
 		remind:       cfg.ApprovalRemind,
 		policy:       cfg.Policy,
 		mode:         cfg.Mode,
+		quorum:       max(cfg.Quorum, 1),
 		log:          cfg.Logger,
 		now:          cfg.Now,
 		afterFunc:    cfg.AfterFunc,
@@ -280,8 +288,8 @@ func (s *Service) OnActivity(f func(context.Context, Activity)) { s.onActivity.a
 // the conversation has a prompt running or waiting, ErrClosed during
 // shutdown. A prompt saved just as Close began is not started: it stays
 // running in the store and the next start's Recover resumes it.
-func (s *Service) Create(ctx context.Context, conversationID, input string) (Created, error) {
-	return s.create(ctx, "p_"+randomID(10), conversationID, input)
+func (s *Service) Create(ctx context.Context, conversationID, input string, opts ...CreateOption) (Created, error) {
+	return s.create(ctx, "p_"+randomID(10), conversationID, input, opts)
 }
 
 // CreateOnce is Create for an input that may be handed over more than
@@ -290,12 +298,12 @@ func (s *Service) Create(ctx context.Context, conversationID, input string) (Cre
 // ErrExists, whatever became of the first prompt. A crash between taking
 // a message and recording that it was handled then cannot run the agent
 // on it twice.
-func (s *Service) CreateOnce(ctx context.Context, conversationID, key, input string) (Created, error) {
+func (s *Service) CreateOnce(ctx context.Context, conversationID, key, input string, opts ...CreateOption) (Created, error) {
 	sum := sha256.Sum256([]byte(conversationID + "\x00" + key))
-	return s.create(ctx, "p_"+idEncoding.EncodeToString(sum[:10]), conversationID, input)
+	return s.create(ctx, "p_"+idEncoding.EncodeToString(sum[:10]), conversationID, input, opts)
 }
 
-func (s *Service) create(ctx context.Context, id, conversationID, input string) (Created, error) {
+func (s *Service) create(ctx context.Context, id, conversationID, input string, opts []CreateOption) (Created, error) {
 	s.mu.Lock()
 	closing := s.closing
 	s.mu.Unlock()
@@ -312,6 +320,9 @@ func (s *Service) create(ctx context.Context, id, conversationID, input string) 
 		CreatedAt:      now,
 		UpdatedAt:      now,
 	}
+	for _, o := range opts {
+		o(p)
+	}
 	if err := s.store.CreatePrompt(ctx, p); err != nil {
 		return Created{}, fmt.Errorf("create prompt in %s: %w", conversationID, err)
 	}
@@ -325,9 +336,16 @@ func (s *Service) Active(ctx context.Context, conversationID string) (Status, er
 	if err != nil {
 		return Status{}, fmt.Errorf("active prompt of %s: %w", conversationID, err)
 	}
-	st := Status{PromptID: p.ID, State: p.State}
+	st := Status{PromptID: p.ID, State: p.State, Author: p.Author}
 	if req, ok := p.PendingRequest(); ok && p.State == StateWaiting {
 		req = s.describe(req)
+		if s.quorum > 1 {
+			ref, err := s.store.FindApproval(ctx, req.ApprovalID)
+			if err != nil {
+				return Status{}, fmt.Errorf("active prompt of %s: %w", conversationID, err)
+			}
+			req.Votes = ref.Votes
+		}
 		st.Pending = &req
 	}
 	return st, nil
@@ -354,16 +372,20 @@ func (s *Service) Request(ctx context.Context, approvalID string) (ApprovalReque
 		// A request the call left behind (it was edited): as it was shown.
 		return ApprovalRequest{PromptID: p.ID, ConversationID: p.ConversationID, ApprovalID: approvalID,
 			ToolCallID: ref.CallID, ToolName: ref.ToolName, Input: json.RawMessage(ref.Input), Reason: ref.Reason,
-			RequestedAt: ref.RequestedAt, InputHash: ref.InputHash}, ref, nil
+			RequestedAt: ref.RequestedAt, InputHash: ref.InputHash, Author: p.Author, Quorum: s.quorum, Votes: ref.Votes}, ref, nil
 	}
-	return s.describe(requestOf(p, i)), ref, nil
+	req := s.describe(requestOf(p, i))
+	req.Votes = ref.Votes
+	return req, ref, nil
 }
 
 // describe adds to req what its tool says of it: what "always" would
 // cover. An edited call is approved on its own, so it offers no "always".
 func (s *Service) describe(req ApprovalRequest) ApprovalRequest {
 	req.Parts = s.shownParts(s.toolset().byName[req.ToolName], req.Input)
-	if req.Edit != nil {
+	req.Quorum = s.quorum
+	// Under a quorum no one person may grant "always" (see ApproveAlways).
+	if req.Edit != nil || s.quorum > 1 {
 		return req
 	}
 	sc, ok, err := scopeOf(s.toolset().byName[req.ToolName], string(req.Input))
@@ -395,9 +417,15 @@ const RejectedPrefix = "Rejected by user"
 
 // Approve records that a human allowed the call of approval approvalID,
 // then queues its prompt to run it. It returns once the decision is saved.
+// Under a quorum it is Vote with by as the voter's ID too; a caller that
+// knows a stable ID for the person should call Vote.
 // Returns ErrNotPending if the approval was already decided, ErrNotFound
 // if there is no such approval.
 func (s *Service) Approve(ctx context.Context, approvalID, by string) error {
+	if s.quorum > 1 {
+		_, err := s.Vote(ctx, approvalID, by, by)
+		return err
+	}
 	return s.decide(ctx, approvalID, Decision{Status: ApprovalApproved, By: by, At: s.now()})
 }
 

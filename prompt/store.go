@@ -23,6 +23,9 @@ var (
 	// is no longer at the revision the save started from, because someone
 	// else (a decision, a cancel, another process) moved it on.
 	ErrConflict = errors.New("revision conflict")
+	// ErrAlreadyVoted means the person approved that request already: under
+	// a quorum, approvals must come from different people.
+	ErrAlreadyVoted = errors.New("already voted")
 )
 
 // ApprovalRef locates an approval and tells where it stands.
@@ -42,6 +45,10 @@ type ApprovalRef struct {
 	Reason      string
 	InputHash   string
 	RequestedAt time.Time
+	// Author is the person whose message started the prompt (Prompt.Author).
+	Author string
+	// Votes names who approved so far under a quorum, in order.
+	Votes []string
 }
 
 // Decision is what a human (or the end of a prompt) says of an approval.
@@ -96,6 +103,15 @@ type Store interface {
 	// ErrNotPending (with the ref of where it stands) if it was not
 	// pending, ErrNotFound if there is no such approval.
 	Decide(ctx context.Context, id string, d Decision) (ApprovalRef, error)
+	// Vote records that the person voterID (shown as by) approves approval
+	// id, if it is still pending, and counts the approvals: at quorum it
+	// decides the approval approved as Decide does (By naming every voter,
+	// in order: "Alice (1), Bob (2)"), below it records a NoticeVotes so
+	// every copy shows who approved so far; all in one transaction.
+	// Returns the approval as it now stands, with its Votes;
+	// ErrAlreadyVoted if that person voted on it already, ErrNotPending if
+	// it was not pending, ErrNotFound if there is no such approval.
+	Vote(ctx context.Context, id, voterID, by string, at time.Time, quorum int) (ApprovalRef, error)
 	// CancelPrompt records that by cancelled prompt id: it rejects the
 	// prompt's pending approval (note "cancelled", with a NoticeDecided)
 	// and marks the prompt running at the next revision, for its next step

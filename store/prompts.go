@@ -42,7 +42,7 @@ func (db *DB) createPrompt(ctx context.Context, tx *sql.Tx, p *prompt.Prompt) er
 	}
 	_, err := tx.StmtContext(ctx, db.stmt.insertPrompt).ExecContext(ctx,
 		p.ID, p.ConversationID, string(p.State), p.Input, p.Error, p.Turns, p.CancelledBy, p.Rev,
-		formatTime(p.CreatedAt), formatTime(p.UpdatedAt))
+		formatTime(p.CreatedAt), formatTime(p.UpdatedAt), p.Author)
 	if isUnique(err, "prompts.conversation_id") {
 		return prompt.ErrBusy
 	}
@@ -389,12 +389,12 @@ func (db *DB) FindApproval(ctx context.Context, approvalID string) (prompt.Appro
 func findApproval(ctx context.Context, st *sql.Stmt, approvalID string) (prompt.ApprovalRef, error) {
 	ref := prompt.ApprovalRef{ID: approvalID}
 	var (
-		status, requested string
-		decidedAt         sql.NullString
+		status, requested, votes string
+		decidedAt                sql.NullString
 	)
 	err := st.QueryRowContext(ctx, approvalID).Scan(&ref.PromptID, &ref.ConversationID,
 		&ref.CallID, &status, &ref.DecidedBy, &decidedAt, &ref.Note,
-		&ref.ToolName, &ref.Input, &ref.Reason, &ref.InputHash, &requested)
+		&ref.ToolName, &ref.Input, &ref.Reason, &ref.InputHash, &requested, &ref.Author, &votes)
 	if errors.Is(err, sql.ErrNoRows) {
 		return prompt.ApprovalRef{}, fmt.Errorf("approval %s: %w", approvalID, prompt.ErrNotFound)
 	}
@@ -402,6 +402,12 @@ func findApproval(ctx context.Context, st *sql.Stmt, approvalID string) (prompt.
 		return prompt.ApprovalRef{}, fmt.Errorf("approval %s: %w", approvalID, err)
 	}
 	ref.Status = prompt.ApprovalStatus(status)
+	if err := json.Unmarshal([]byte(votes), &ref.Votes); err != nil {
+		return prompt.ApprovalRef{}, fmt.Errorf("approval %s: votes: %w", approvalID, err)
+	}
+	if len(ref.Votes) == 0 {
+		ref.Votes = nil
+	}
 	if ref.RequestedAt, err = parseTime(requested); err != nil {
 		return prompt.ApprovalRef{}, fmt.Errorf("approval %s: requested_at: %w", approvalID, err)
 	}
@@ -438,7 +444,7 @@ func scanPrompts(rows *sql.Rows, err error) ([]*prompt.Prompt, int64, error) {
 			aExpires, aRemind           sql.NullInt64
 		)
 		if err := rows.Scan(&seq, &p.ID, &p.ConversationID, &state, &p.Input, &p.Error, &p.Turns, &p.CancelledBy, &p.Rev,
-			&created, &updated, &body, &aID, &aStatus, &aReason, &aRequested, &aBy, &aAt, &aNote, &aExpires, &aRemind, &aHash, &aEdited); err != nil {
+			&created, &updated, &p.Author, &body, &aID, &aStatus, &aReason, &aRequested, &aBy, &aAt, &aNote, &aExpires, &aRemind, &aHash, &aEdited); err != nil {
 			return nil, 0, err
 		}
 		if cur == nil || cur.ID != p.ID {
@@ -493,7 +499,7 @@ type statements struct {
 	// writer
 	rev, insertPrompt, updatePrompt, saveItem, updateApproval, insertApproval,
 	decide, findApprovalW, resume, cancel, cancelApproval, conversation,
-	insertNotice, resend, markNotice, holdNotice *sql.Stmt
+	insertNotice, resend, markNotice, holdNotice, insertVote *sql.Stmt
 	// reader
 	load, active, maxSeq, running, seq, history, findApproval, due, nextHeld *sql.Stmt
 }
@@ -501,7 +507,7 @@ type statements struct {
 func (st *statements) all() []*sql.Stmt {
 	return []*sql.Stmt{st.rev, st.insertPrompt, st.updatePrompt, st.saveItem, st.updateApproval, st.insertApproval,
 		st.decide, st.findApprovalW, st.resume, st.cancel, st.cancelApproval, st.conversation,
-		st.insertNotice, st.resend, st.markNotice, st.holdNotice,
+		st.insertNotice, st.resend, st.markNotice, st.holdNotice, st.insertVote,
 		st.load, st.active, st.maxSeq, st.running, st.seq, st.history, st.findApproval, st.due, st.nextHeld}
 }
 
@@ -510,7 +516,7 @@ func (st *statements) all() []*sql.Stmt {
 // shape scanPrompts reads.
 func promptSelect(p string) string {
 	return `SELECT p.seq, p.id, p.conversation_id, p.state, p.input, p.error, p.turns, p.cancelled_by, p.rev,
-		p.created_at, p.updated_at, i.body,
+		p.created_at, p.updated_at, p.author, i.body,
 		a.id, a.status, a.reason, a.requested_at, a.decided_by, a.decided_at, a.note, a.expires_at, a.remind_at, a.input_hash,
 		a.edited_input
 	FROM (` + p + `) p
@@ -523,7 +529,8 @@ func promptSelect(p string) string {
 }
 
 const findApprovalSQL = `SELECT a.prompt_id, p.conversation_id, a.tool_call_id, a.status, a.decided_by, a.decided_at, a.note,
-		a.tool_name, a.input, a.reason, a.input_hash, a.requested_at
+		a.tool_name, a.input, a.reason, a.input_hash, a.requested_at, p.author,
+		(SELECT json_group_array(v.voter ORDER BY v.rowid) FROM approval_votes v WHERE v.approval_id = a.id)
 	FROM approvals a JOIN prompts p ON p.id = a.prompt_id WHERE a.id = ?`
 
 func (db *DB) prepare(ctx context.Context) error {
@@ -534,8 +541,8 @@ func (db *DB) prepare(ctx context.Context) error {
 	}{
 		{&db.stmt.rev, db.writer, `SELECT rev FROM prompts WHERE id = ?`},
 		{&db.stmt.insertPrompt, db.writer, `INSERT INTO prompts
-			(id, conversation_id, state, input, error, turns, cancelled_by, rev, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+			(id, conversation_id, state, input, error, turns, cancelled_by, rev, created_at, updated_at, author)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 		{&db.stmt.updatePrompt, db.writer, `UPDATE prompts
 			SET state = ?, error = ?, turns = ?, rev = ?, updated_at = ? WHERE id = ? AND rev = ?`},
 		{&db.stmt.saveItem, db.writer, `INSERT INTO prompt_items (prompt_id, seq, type, turn, call_id, body)
@@ -574,6 +581,7 @@ func (db *DB) prepare(ctx context.Context) error {
 			  AND NOT EXISTS (SELECT 1 FROM outbox o
 			                  WHERE o.approval_id = a.id AND o.kind = 'request' AND o.done_at IS NULL)
 			ORDER BY a.rowid`},
+		{&db.stmt.insertVote, db.writer, `INSERT INTO approval_votes (approval_id, voter_id, voter, at) VALUES (?, ?, ?, ?)`},
 		{&db.stmt.markNotice, db.writer, `UPDATE outbox SET done_at = ?, note = ? WHERE seq = ?`},
 		{&db.stmt.holdNotice, db.writer, `UPDATE outbox SET held_until = ?, attempts = attempts + 1, note = ?
 			WHERE seq = ?`},

@@ -272,7 +272,7 @@ func TestDecideIsACompareAndSetThatResumesThePrompt(t *testing.T) {
 	want := prompt.ApprovalRef{ID: "appr0000000000001", PromptID: "p1", ConversationID: "c", CallID: "c1",
 		Status: prompt.ApprovalRejected, DecidedBy: "alice", DecidedAt: at.UTC(), Note: "too risky",
 		ToolName: "shell.run", Input: `{"cmd": "rm -rf /var/log/x"}`, Reason: "runs a shell command", RequestedAt: t0.Add(time.Second).UTC()}
-	if ref != want {
+	if !reflect.DeepEqual(ref, want) {
 		t.Fatalf("ref = %+v, want %+v", ref, want)
 	}
 	got, _ := db.LoadPrompt(ctx, "p1")

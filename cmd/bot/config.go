@@ -54,6 +54,14 @@ type config struct {
 	ApprovalMode string `env:"APPROVAL_MODE"`
 	// ApprovalDenyTools: tools never offered to the model.
 	ApprovalDenyTools []string `env:"APPROVAL_DENY_TOOLS" envSeparator:","`
+	// TelegramApprovers: who may decide (empty: the allowed users).
+	// ApprovalQuorum: how many different approvers must approve (unset:
+	// the prompt service's default, 1). ApprovalSelf false: the person
+	// who started a prompt may not approve its requests while another
+	// approver exists.
+	TelegramApprovers string `env:"TELEGRAM_APPROVERS"`
+	ApprovalQuorum    int    `env:"APPROVAL_QUORUM"`
+	ApprovalSelf      bool   `env:"APPROVAL_SELF" envDefault:"true"`
 	// ApprovalRules: the operator's rules file; empty: none.
 	ApprovalRules        string   `env:"APPROVAL_RULES"`
 	DatabasePath         string   `env:"DATABASE_PATH" envDefault:"data/tollgate.db"`
@@ -72,6 +80,7 @@ type config struct {
 	allowedUsers []int64
 	logLevel     slog.Level
 	mode         prompt.Mode
+	approvers    []int64
 }
 
 // loadConfig reads the environment through getenv and checks every value,
@@ -118,6 +127,18 @@ func loadConfig(getenv func(string) string) (config, error) {
 		errs = append(errs, fmt.Errorf("TELEGRAM_ALLOWED_USERS: %w", err))
 	}
 	cfg.allowedUsers = users
+	if cfg.approvers, err = parseUsers(cfg.TelegramApprovers); err != nil {
+		errs = append(errs, fmt.Errorf("TELEGRAM_APPROVERS: %w", err))
+	}
+	// Unset is 0, left to the prompt service's default; set, it must
+	// be one a bot with these approvers can meet.
+	switch n := len(cfg.deciders()); {
+	case vars["APPROVAL_QUORUM"] != "" && cfg.ApprovalQuorum < 1:
+		errs = append(errs, fmt.Errorf("APPROVAL_QUORUM: %d must be at least 1", cfg.ApprovalQuorum))
+	case cfg.ApprovalQuorum > 1 && cfg.ApprovalQuorum > n:
+		errs = append(errs, fmt.Errorf("APPROVAL_QUORUM: %d approvals can never be given by %d approvers (TELEGRAM_APPROVERS, else TELEGRAM_ALLOWED_USERS)",
+			cfg.ApprovalQuorum, n))
+	}
 	if err := cfg.logLevel.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
 		errs = append(errs, fmt.Errorf("LOG_LEVEL: %q is not one of debug, info, warn, error", cfg.LogLevel))
 	}
@@ -168,6 +189,14 @@ func loadConfig(getenv func(string) string) (config, error) {
 		errs = append(errs, fmt.Errorf("WEBFETCH_MAX_CONCURRENT: %d must not be negative (leave it unset for the default)", cfg.WebfetchMaxConcurrent))
 	}
 	return cfg, errors.Join(errs...)
+}
+
+// deciders is who may decide: TELEGRAM_APPROVERS, else the allowed users.
+func (c config) deciders() []int64 {
+	if len(c.approvers) > 0 {
+		return c.approvers
+	}
+	return c.allowedUsers
 }
 
 // explainEnvError rewrites the env library's errors, which name Go struct
@@ -257,6 +286,9 @@ func (c config) summary() []any {
 		"telegram_api_url", orDefault(c.TelegramAPIURL),
 		"telegram_bot_token", mask(c.TelegramToken),
 		"allowed_users", c.allowedUsers,
+		"approvers", c.deciders(),
+		"approval_quorum", orDefault(c.ApprovalQuorum),
+		"approval_self", c.ApprovalSelf,
 		"llm_base_url", c.llmBaseURL(),
 		"llm_api_key", mask(c.LLMAPIKey),
 		"llm_model", c.LLMModel,

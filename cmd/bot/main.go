@@ -102,6 +102,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if len(cfg.allowedUsers) == 0 {
 		log.Warn("TELEGRAM_ALLOWED_USERS is empty: nobody may chat or decide; the bot tells each stranger their numeric ID")
 	}
+	if !cfg.ApprovalSelf && len(cfg.deciders()) <= 1 {
+		log.Warn("APPROVAL_SELF=false has no effect with a single approver: they may still decide the requests they start")
+	}
 
 	db, err := store.Open(ctx, cfg.DatabasePath, store.WithLogger(log))
 	if err != nil {
@@ -155,6 +158,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		// Empty waits forever and reminds never, as before these existed.
 		ApprovalTimeout: cfg.ApprovalTimeout,
 		ApprovalRemind:  cfg.ApprovalRemind,
+		Quorum:          cfg.ApprovalQuorum,
 		Logger:          log,
 	})
 	if err != nil {
@@ -175,6 +179,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Store:        db,
 		Logger:       log,
 		Webhook:      bot.Webhook{URL: cfg.WebhookURL, Secret: cfg.WebhookSecret},
+		// Who may decide is the bot's to check; the quorum is the core's.
+		Approvers:      cfg.approvers,
+		NoSelfApproval: !cfg.ApprovalSelf,
 	})
 	if err != nil {
 		return fmt.Errorf("telegram: %w", err)

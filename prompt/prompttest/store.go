@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,7 +44,10 @@ type approval struct {
 	promptID, callID string
 	tool, input      string
 	a                prompt.Approval
+	votes            []vote // in order
 }
+
+type vote struct{ voterID, by string }
 
 var _ prompt.Store = (*Store)(nil)
 
@@ -207,6 +211,39 @@ func (m *Store) Decide(_ context.Context, id string, d prompt.Decision) (prompt.
 	return m.refLocked(id), nil
 }
 
+// Vote implements prompt.Store.
+func (m *Store) Vote(_ context.Context, id, voterID, by string, at time.Time, quorum int) (prompt.ApprovalRef, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	a, ok := m.approvals[id]
+	if !ok {
+		return prompt.ApprovalRef{}, fmt.Errorf("approval %s: %w", id, prompt.ErrNotFound)
+	}
+	if a.a.Status != prompt.ApprovalPending {
+		return m.refLocked(id), fmt.Errorf("approval %s is %s: %w", id, a.a.Status, prompt.ErrNotPending)
+	}
+	for _, v := range a.votes {
+		if v.voterID == voterID {
+			return m.refLocked(id), fmt.Errorf("approval %s by %s: %w", id, voterID, prompt.ErrAlreadyVoted)
+		}
+	}
+	a.votes = append(a.votes, vote{voterID: voterID, by: by})
+	s := m.prompts[a.promptID]
+	if len(a.votes) < quorum {
+		m.noticeLocked(prompt.Notice{Kind: prompt.NoticeVotes, ConversationID: s.p.ConversationID, PromptID: s.p.ID, ApprovalID: id}, false)
+		return m.refLocked(id), nil
+	}
+	names := make([]string, len(a.votes))
+	for i, v := range a.votes {
+		names[i] = v.by
+	}
+	a.a.Status, a.a.DecidedBy, a.a.DecidedAt, a.a.Note = prompt.ApprovalApproved, strings.Join(names, ", "), at.UTC(), ""
+	s.p.State = prompt.StateRunning
+	s.p.Rev++
+	m.noticeLocked(prompt.Notice{Kind: prompt.NoticeDecided, ConversationID: s.p.ConversationID, PromptID: s.p.ID, ApprovalID: id}, false)
+	return m.refLocked(id), nil
+}
+
 // CancelPrompt implements prompt.Store.
 func (m *Store) CancelPrompt(_ context.Context, id, by string, at time.Time) error {
 	m.mu.Lock()
@@ -232,9 +269,15 @@ func (m *Store) CancelPrompt(_ context.Context, id, by string, at time.Time) err
 
 func (m *Store) refLocked(id string) prompt.ApprovalRef {
 	a := m.approvals[id]
-	return prompt.ApprovalRef{ID: id, PromptID: a.promptID, ConversationID: m.prompts[a.promptID].p.ConversationID,
+	p := m.prompts[a.promptID].p
+	var votes []string
+	for _, v := range a.votes {
+		votes = append(votes, v.by)
+	}
+	return prompt.ApprovalRef{ID: id, PromptID: a.promptID, ConversationID: p.ConversationID,
 		CallID: a.callID, Status: a.a.Status, DecidedBy: a.a.DecidedBy, DecidedAt: a.a.DecidedAt, Note: a.a.Note,
-		ToolName: a.tool, Input: a.input, Reason: a.a.Reason, InputHash: a.a.InputHash, RequestedAt: a.a.RequestedAt}
+		ToolName: a.tool, Input: a.input, Reason: a.a.Reason, InputHash: a.a.InputHash, RequestedAt: a.a.RequestedAt,
+		Author: p.Author, Votes: votes}
 }
 
 // RunningPrompts implements prompt.Store.
