@@ -84,7 +84,7 @@ func (f *Files) load(op string, t target) (current, error) {
 	if errors.Is(err, fs.ErrNotExist) {
 		fi, err := t.root.fs.Stat(path.Dir(name))
 		if err != nil {
-			return c, failure(op, t, fmt.Errorf("its folder: %w", err))
+			return c, failure("find the folder of", t, err)
 		}
 		if !fi.IsDir() {
 			return c, fmt.Errorf("%s %s: its folder is not a folder", op, t.show)
