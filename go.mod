@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	code.dny.dev/ssrf v0.3.0
 	github.com/JohannesKaufmann/html-to-markdown/v2 v2.5.2
+	github.com/aymanbagabas/go-udiff v0.4.1
 	github.com/caarlos0/env/v11 v11.4.2
 	github.com/go-telegram/bot v1.19.0
 	github.com/goccy/go-yaml v1.19.2
