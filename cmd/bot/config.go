@@ -14,6 +14,7 @@ import (
 
 	"tollgate/llm"
 	"tollgate/prompt"
+	"tollgate/tools/files"
 )
 
 // defaultSystemPrompt tells the agent how approvals work, so it explains
@@ -69,17 +70,21 @@ type config struct {
 	WebfetchAllowPrivate bool     `env:"WEBFETCH_ALLOW_PRIVATE"`
 	// WebfetchPorts opens ports besides 80 and 443; WebfetchMaxConcurrent
 	// bounds fetches at once (0: webfetch's default).
-	WebfetchPorts         []int         `env:"WEBFETCH_PORTS" envSeparator:","`
-	WebfetchMaxConcurrent int           `env:"WEBFETCH_MAX_CONCURRENT"`
-	LogLevel              string        `env:"LOG_LEVEL" envDefault:"info"`
-	WebhookURL            string        `env:"WEBHOOK_URL"`
-	WebhookSecret         string        `env:"WEBHOOK_SECRET"`
-	ListenAddr            string        `env:"LISTEN_ADDR"`
-	ShutdownTimeout       time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"30s"`
+	WebfetchPorts         []int `env:"WEBFETCH_PORTS" envSeparator:","`
+	WebfetchMaxConcurrent int   `env:"WEBFETCH_MAX_CONCURRENT"`
+	// FilesRoots names the folders the file tools may use:
+	// "name:path:ro|rw,..."; empty: no file tools.
+	FilesRoots      string        `env:"FILES_ROOTS"`
+	LogLevel        string        `env:"LOG_LEVEL" envDefault:"info"`
+	WebhookURL      string        `env:"WEBHOOK_URL"`
+	WebhookSecret   string        `env:"WEBHOOK_SECRET"`
+	ListenAddr      string        `env:"LISTEN_ADDR"`
+	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"30s"`
 
 	allowedUsers []int64
 	logLevel     slog.Level
 	mode         prompt.Mode
+	roots        []files.Root
 	approvers    []int64
 }
 
@@ -173,6 +178,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if cfg.ApprovalRemind < 0 {
 		errs = append(errs, fmt.Errorf("APPROVAL_REMIND: %v must not be negative (leave it empty for no reminder)", cfg.ApprovalRemind))
+	}
+	if cfg.roots, err = files.ParseRoots(cfg.FilesRoots); err != nil {
+		errs = append(errs, fmt.Errorf("FILES_ROOTS: %w", err))
 	}
 	if cfg.mode, err = prompt.ParseMode(cfg.ApprovalMode); err != nil {
 		errs = append(errs, fmt.Errorf("APPROVAL_MODE: %w", err))
@@ -296,6 +304,7 @@ func (c config) summary() []any {
 		"approval_mode", c.mode,
 		"approval_deny_tools", c.ApprovalDenyTools,
 		"approval_rules", c.ApprovalRules,
+		"files_roots", c.FilesRoots,
 		"database_path", c.DatabasePath,
 		"webfetch_allowed_domains", c.WebfetchDomains,
 		"webfetch_allow_private", c.WebfetchAllowPrivate,

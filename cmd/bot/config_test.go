@@ -168,6 +168,8 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "WEBHOOK_URL": "https://x/h", "WEBHOOK_SECRET": "s"}, "LISTEN_ADDR is required"},
 		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "WEBHOOK_URL": "bot.example.com/h", "WEBHOOK_SECRET": "s", "LISTEN_ADDR": ":1"}, "WEBHOOK_URL"},
 		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "WEBHOOK_URL": "https://x/h", "WEBHOOK_SECRET": "bad secret!", "LISTEN_ADDR": ":1"}, "WEBHOOK_SECRET must be"},
+		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "FILES_ROOTS": "docs:/nonexistent-tollgate-dir:rw"}, "FILES_ROOTS: "},
+		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "FILES_ROOTS": "docs:/tmp:maybe"}, "FILES_ROOTS: "},
 	} {
 		_, err := loadConfig(envOf(tc.env))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -24,6 +24,7 @@ import (
 	"tollgate/llm"
 	"tollgate/prompt"
 	"tollgate/store"
+	"tollgate/tools/files"
 	"tollgate/tools/webfetch"
 )
 
@@ -140,7 +141,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("model (LLM_BASE_URL, LLM_MODEL): %w", err)
 	}
 
-	tools, checker, err := operatorPolicy(cfg, fetcher.Tools())
+	tools := fetcher.Tools()
+	if len(cfg.roots) > 0 {
+		fs, err := files.New(ctx, files.Config{Roots: cfg.roots, Logger: log})
+		if err != nil {
+			return fmt.Errorf("file tools (FILES_ROOTS): %w", err)
+		}
+		defer fs.Close()
+		tools = append(tools, fs.Tools()...)
+	}
+	tools, checker, err := operatorPolicy(cfg, tools)
 	if err != nil {
 		return err
 	}

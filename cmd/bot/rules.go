@@ -8,8 +8,11 @@ import (
 	"slices"
 	"strings"
 
+	"os"
+
 	"tollgate/policy"
 	"tollgate/prompt"
+	"tollgate/tools/files"
 	"tollgate/tools/webfetch"
 )
 
@@ -31,14 +34,27 @@ func operatorPolicy(cfg config, tools []*prompt.Tool) ([]*prompt.Tool, prompt.Po
 	return tools, policy.Checker{Rules: rules}, nil
 }
 
-// allTools is every tool Tollgate can offer, built without a database or
-// a network, for checking a rules file against.
+// allTools is every tool Tollgate can offer, whether or not this
+// configuration enables it, built without a database or a network, for
+// checking a rules file against: a rules file written for the file tools
+// is checked even where FILES_ROOTS is unset.
 func allTools(ctx context.Context) ([]*prompt.Tool, error) {
 	f, err := webfetch.New(ctx, webfetch.Config{Store: webfetch.NewMemStore()})
 	if err != nil {
 		return nil, err
 	}
-	return f.Tools(), nil
+	tools := f.Tools()
+	dir, err := os.MkdirTemp("", "tollgate-rules-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	fs, err := files.New(ctx, files.Config{Roots: []files.Root{{Name: "root", Path: dir, Writable: true}}})
+	if err != nil {
+		return nil, err
+	}
+	defer fs.Close()
+	return append(tools, fs.Tools()...), nil
 }
 
 // runRules is "bot rules check FILE" (is the file valid?) and "bot rules
