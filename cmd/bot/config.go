@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/url"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -74,7 +75,14 @@ type config struct {
 	WebfetchMaxConcurrent int   `env:"WEBFETCH_MAX_CONCURRENT"`
 	// FilesRoots names the folders the file tools may use:
 	// "name:path:ro|rw,..."; empty: no file tools.
-	FilesRoots      string        `env:"FILES_ROOTS"`
+	FilesRoots string `env:"FILES_ROOTS"`
+	// ShellEnabled turns shell.run on; it then runs in ShellDir, for at
+	// most ShellTimeout (0: the shell package's default), with only the
+	// variables ShellEnv names (empty: its default).
+	ShellEnabled    bool          `env:"SHELL_ENABLED"`
+	ShellDir        string        `env:"SHELL_DIR"`
+	ShellTimeout    time.Duration `env:"SHELL_TIMEOUT"`
+	ShellEnv        []string      `env:"SHELL_ENV" envSeparator:","`
 	LogLevel        string        `env:"LOG_LEVEL" envDefault:"info"`
 	WebhookURL      string        `env:"WEBHOOK_URL"`
 	WebhookSecret   string        `env:"WEBHOOK_SECRET"`
@@ -182,6 +190,17 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if cfg.roots, err = files.ParseRoots(cfg.FilesRoots); err != nil {
 		errs = append(errs, fmt.Errorf("FILES_ROOTS: %w", err))
 	}
+	if cfg.ShellEnabled && strings.TrimSpace(cfg.ShellDir) == "" {
+		errs = append(errs, errors.New("SHELL_DIR is required when SHELL_ENABLED=true: the folder commands run in"))
+	}
+	if cfg.ShellTimeout < 0 {
+		errs = append(errs, fmt.Errorf("SHELL_TIMEOUT: %v must not be negative (leave it empty for 60s)", cfg.ShellTimeout))
+	}
+	for _, name := range cfg.ShellEnv {
+		if !envName.MatchString(strings.TrimSpace(name)) {
+			errs = append(errs, fmt.Errorf("SHELL_ENV: %q is not a variable name", name))
+		}
+	}
 	if cfg.mode, err = prompt.ParseMode(cfg.ApprovalMode); err != nil {
 		errs = append(errs, fmt.Errorf("APPROVAL_MODE: %w", err))
 	}
@@ -245,6 +264,9 @@ func kindOf(goType string) string {
 	}
 }
 
+// envName is what SHELL_ENV may list: environment variable names.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
 func checkURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -305,6 +327,10 @@ func (c config) summary() []any {
 		"approval_deny_tools", c.ApprovalDenyTools,
 		"approval_rules", c.ApprovalRules,
 		"files_roots", c.FilesRoots,
+		"shell_enabled", c.ShellEnabled,
+		"shell_dir", c.ShellDir,
+		"shell_timeout", orDefault(c.ShellTimeout),
+		"shell_env", c.ShellEnv,
 		"database_path", c.DatabasePath,
 		"webfetch_allowed_domains", c.WebfetchDomains,
 		"webfetch_allow_private", c.WebfetchAllowPrivate,

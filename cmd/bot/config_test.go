@@ -170,6 +170,11 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "WEBHOOK_URL": "https://x/h", "WEBHOOK_SECRET": "bad secret!", "LISTEN_ADDR": ":1"}, "WEBHOOK_SECRET must be"},
 		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "FILES_ROOTS": "docs:/nonexistent-tollgate-dir:rw"}, "FILES_ROOTS: "},
 		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "FILES_ROOTS": "docs:/tmp:maybe"}, "FILES_ROOTS: "},
+		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "SHELL_ENABLED": "yes"}, `SHELL_ENABLED: "yes" is not a valid boolean`},
+		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "SHELL_ENABLED": "true"}, "SHELL_DIR is required when SHELL_ENABLED=true"},
+		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "SHELL_TIMEOUT": "-1s"}, "SHELL_TIMEOUT: -1s must not be negative"},
+		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "SHELL_TIMEOUT": "1 minute"}, `SHELL_TIMEOUT: "1 minute" is not a valid duration`},
+		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "SHELL_ENV": "PATH,MY-VAR"}, `SHELL_ENV: "MY-VAR" is not a variable name`},
 	} {
 		_, err := loadConfig(envOf(tc.env))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

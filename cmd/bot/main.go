@@ -25,6 +25,7 @@ import (
 	"tollgate/prompt"
 	"tollgate/store"
 	"tollgate/tools/files"
+	"tollgate/tools/shell"
 	"tollgate/tools/webfetch"
 )
 
@@ -149,6 +150,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		defer fs.Close()
 		tools = append(tools, fs.Tools()...)
+	}
+	if cfg.ShellEnabled {
+		sh, err := shell.New(shell.Config{Dir: cfg.ShellDir, Timeout: cfg.ShellTimeout, Env: trimAll(cfg.ShellEnv), Logger: log})
+		if err != nil {
+			return fmt.Errorf("shell tool (SHELL_DIR, SHELL_TIMEOUT, SHELL_ENV): %w", err)
+		}
+		tools = append(tools, sh.Tools()...)
 	}
 	tools, checker, err := operatorPolicy(cfg, tools)
 	if err != nil {
@@ -304,4 +312,16 @@ func serve(ctx context.Context, cfg config, tg *bot.Bot, log *slog.Logger) error
 		return fmt.Errorf("telegram: %w", runErr)
 	}
 	return nil
+}
+
+// trimAll trims each of a comma-separated list's items and drops empty
+// ones; nil stays nil, so a constructor's default applies.
+func trimAll(items []string) []string {
+	var out []string
+	for _, it := range items {
+		if it = strings.TrimSpace(it); it != "" {
+			out = append(out, it)
+		}
+	}
+	return out
 }

@@ -13,6 +13,7 @@ import (
 	"tollgate/policy"
 	"tollgate/prompt"
 	"tollgate/tools/files"
+	"tollgate/tools/shell"
 	"tollgate/tools/webfetch"
 )
 
@@ -54,7 +55,14 @@ func allTools(ctx context.Context) ([]*prompt.Tool, error) {
 		return nil, err
 	}
 	defer fs.Close()
-	return append(tools, fs.Tools()...), nil
+	tools = append(tools, fs.Tools()...)
+	sh, err := shell.New(shell.Config{Dir: dir})
+	if err != nil {
+		// No bash here: a rules file for the shell tool cannot be checked
+		// on this machine, but one for the others still can.
+		return tools, nil
+	}
+	return append(tools, sh.Tools()...), nil
 }
 
 // runRules is "bot rules check FILE" (is the file valid?) and "bot rules

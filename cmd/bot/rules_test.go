@@ -61,7 +61,7 @@ func TestRulesCheckAndExplain(t *testing.T) {
 		{[]string{"bot", "rules"}, "usage: bot rules check FILE"},
 		{[]string{"bot", "rules", "lint", path}, "usage: bot rules check FILE"},
 		{[]string{"bot", "rules", "explain", path, "web-fetch.fetch"}, "usage"},
-		{[]string{"bot", "rules", "explain", path, "shell.run", "{}"}, `no tool "shell.run" (tools: web-fetch.fetch`},
+		{[]string{"bot", "rules", "explain", path, "mcp.x.y", "{}"}, `no tool "mcp.x.y" (tools: web-fetch.fetch`},
 		{[]string{"bot", "rules", "explain", path, "web-fetch.fetch", "{url:"}, "is not JSON"},
 		{[]string{"bot", "rules", "check", filepath.Join(t.TempDir(), "missing.yaml")}, "missing.yaml"},
 		{[]string{"bot", "rules", "check", writeFile(t, "bad.yaml", "deny:\n  - tool: web-fetch.fetch\n    hots: x\n")}, `bad.yaml:3: deny rule 1: unknown field "hots"`},
@@ -117,7 +117,7 @@ func TestPolicyVariablesNameThemselvesInErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	kept, checker, err := operatorPolicy(cfg, tools)
-	if err != nil || len(kept) != 7 || checker == nil { // web-fetch's 4 less the 2 blocked, and the 5 file tools
+	if err != nil || len(kept) != 8 || checker == nil { // web-fetch's 4 less the 2 blocked, the 5 file tools and shell.run
 		t.Fatalf("kept %d tools, checker %v, err %v", len(kept), checker, err)
 	}
 }
