@@ -80,6 +80,8 @@ type Service interface {
 	Revoke(ctx context.Context, conversationID, id, by string) (prompt.Grant, error)
 	// GrantedCall returns a call a grant let run, and the grant.
 	GrantedCall(ctx context.Context, promptID, callID string) (prompt.GrantedCall, error)
+	// Audit returns the decisions a query selects, newest first.
+	Audit(ctx context.Context, q prompt.AuditQuery) ([]prompt.AuditEntry, error)
 }
 
 var _ Service = (*prompt.Service)(nil)
@@ -481,6 +483,7 @@ var commands = []models.BotCommand{
 	{Command: "cancel", Description: "Stop the current request"},
 	{Command: "grants", Description: "List what runs without asking, and revoke it"},
 	{Command: "edit", Description: "Change the waiting request's input: /edit {JSON}"},
+	{Command: "audit", Description: "The last decisions in this chat, and who made them"},
 	{Command: "start", Description: "Introduction"},
 }
 

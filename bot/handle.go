@@ -225,6 +225,8 @@ func (b *Bot) handleCommand(ctx context.Context, m *models.Message, cmd string) 
 		}
 	case "/edit":
 		b.editCommand(ctx, m)
+	case "/audit":
+		b.auditCommand(ctx, m)
 	default:
 		b.note(ctx, chat, m.ID, "I do not know that command. Send /help for the list.")
 	}
@@ -349,7 +351,8 @@ func (b *Bot) helpText() string {
 		}
 	}
 	h.text("\n\nCommands:\n/pending: show the request waiting for you\n/cancel: stop the current request\n" +
-		"/grants: what runs without asking, to revoke\n/edit {JSON}: change the waiting request's input\n/help: this message")
+		"/grants: what runs without asking, to revoke\n/edit {JSON}: change the waiting request's input\n" +
+		"/audit: the last decisions in this chat, and who or what made them\n/help: this message")
 	return h.b.String()
 }
 

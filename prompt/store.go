@@ -156,4 +156,13 @@ type Store interface {
 	// ErrNotFound if there is no such grant, ErrNotPending if it was
 	// revoked already.
 	RevokeGrant(ctx context.Context, id, by string, at time.Time) (Grant, error)
+
+	// Audit returns the audit entries q selects, newest first. The
+	// writers record them in the transaction of the decision itself:
+	// Decide one as DecisionAudit says; CancelPrompt one "cancelled" by
+	// the person for each approval it rejects; SavePrompt one for each
+	// changed item whose call has a Ruling (once per call: saving it again
+	// records nothing) and one "expired" (SourceSystem, the note as
+	// feedback) for each approval it moves from pending to expired.
+	Audit(ctx context.Context, q AuditQuery) ([]AuditEntry, error)
 }

@@ -147,6 +147,11 @@ func (db *DB) saveItems(ctx context.Context, tx *sql.Tx, p *prompt.Prompt, chang
 				return err
 			}
 		}
+		if c := p.Output[i].Call; c != nil {
+			if err := auditItem(ctx, tx, p, c); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -213,6 +218,9 @@ func (db *DB) Decide(ctx context.Context, id string, d prompt.Decision) (prompt.
 		if _, err = tx.StmtContext(ctx, db.stmt.resume).ExecContext(ctx, now, ref.PromptID); err != nil {
 			return err
 		}
+		if err := db.auditDecision(ctx, tx, id, d); err != nil {
+			return err
+		}
 		if d.Grant != nil {
 			if err := insertGrant(ctx, tx, d.Grant); err != nil {
 				return err
@@ -269,6 +277,9 @@ func (db *DB) CancelPrompt(ctx context.Context, id, by string, at time.Time) err
 			return err
 		}
 		for _, aid := range rejected {
+			if err := auditCancelled(ctx, tx, aid, by, at); err != nil {
+				return err
+			}
 			if err := db.insertNotice(ctx, tx, prompt.Notice{Kind: prompt.NoticeDecided, ConversationID: conv,
 				PromptID: id, ApprovalID: aid}); err != nil {
 				return err

@@ -63,6 +63,11 @@ func (db *DB) Vote(ctx context.Context, id, voterID, by string, at time.Time, qu
 			if ref, err = findApproval(ctx, find, id); err != nil {
 				return err
 			}
+			// Audited as one decision by all who approved.
+			if err := db.auditDecision(ctx, tx, id, prompt.Decision{Status: prompt.ApprovalApproved,
+				By: strings.Join(ref.Votes, ", "), At: at}); err != nil {
+				return err
+			}
 		}
 		return db.insertNotice(ctx, tx, notice)
 	})

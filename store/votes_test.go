@@ -71,6 +71,14 @@ func TestVoteDecidesAtQuorumOnce(t *testing.T) {
 			if p, _ = s.LoadPrompt(ctx, "p1"); p.State != prompt.StateRunning || p.Rev != 2 {
 				t.Fatalf("decided by votes: prompt %s rev %d, want running at the next revision", p.State, p.Rev)
 			}
+			// The audit has one entry: the decision, by everyone who approved.
+			entries, err := s.Audit(ctx, prompt.AuditQuery{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(entries) != 1 || entries[0].Outcome != prompt.OutcomeApproved || entries[0].Source != "Alice (111), Bob (222)" {
+				t.Fatalf("audit after a quorum: %+v", entries)
+			}
 			if _, err := s.Vote(ctx, voteID, "333", "Carol (333)", at, 2); !errors.Is(err, prompt.ErrNotPending) {
 				t.Fatalf("vote after the decision: %v, want ErrNotPending", err)
 			}

@@ -65,13 +65,17 @@ func buildVersion() string {
 // It returns when ctx ends (after a graceful shutdown) or on a start-up
 // error, which names what to fix.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	const usage = "usage: bot [--env-file FILE] | bot check [--env-file FILE] | bot rules check FILE | bot rules explain FILE TOOL JSON | bot version"
+	const usage = "usage: bot [--env-file FILE] | bot check [--env-file FILE] | " +
+		"bot audit [--env-file FILE] [--json] [--since DURATION] [--limit N] | " +
+		"bot rules check FILE | bot rules explain FILE TOOL JSON | bot version"
 	if len(args) > 1 {
 		switch args[1] {
 		case "check":
 			return runCheck(ctx, args[2:], getenv, stdout)
 		case "rules":
 			return runRules(ctx, args[2:], stdout)
+		case "audit":
+			return runAudit(ctx, args[2:], getenv, stdout, time.Now)
 		case "version", "--version", "-version":
 			fmt.Fprintln(stdout, "tollgate", buildVersion())
 			return nil

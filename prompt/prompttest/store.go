@@ -26,6 +26,8 @@ type Store struct {
 	outbox    []*entry
 	byCall    map[[2]string]string // prompt ID, call ID → its latest approval's ID
 	grants    []*prompt.Grant      // oldest first
+	audit     []prompt.AuditEntry  // oldest first
+	audited   map[[3]string]bool   // prompt, call, approval ID of each audit entry
 }
 
 type stored struct {
@@ -86,13 +88,22 @@ func (m *Store) activeLocked(conv string) *stored {
 	return nil
 }
 
-// putLocked keeps p and writes the approvals of the changed items.
+// putLocked keeps p and writes the approvals of the changed items, and
+// the audit entries of their rulings and of approvals the prompt's end
+// expired.
 func (m *Store) putLocked(p *prompt.Prompt, changed []int) error {
+	var audit []prompt.AuditEntry
 	for _, i := range changed {
 		if i < 0 || i >= len(p.Output) {
 			return fmt.Errorf("save prompt %s: no item %d", p.ID, i)
 		}
 		c := p.Output[i].Call
+		if c != nil && c.Ruling != nil {
+			rl := c.Ruling
+			audit = append(audit, prompt.AuditEntry{At: rl.At, ConversationID: p.ConversationID, PromptID: p.ID,
+				CallID: c.ID, Tool: c.Name, InputHash: prompt.InputHash(c.Input()), Outcome: prompt.RulingOutcome(rl),
+				SourceKind: prompt.SourceKind(rl.Kind), Source: rl.By, Feedback: rl.Why})
+		}
 		if c == nil || c.Approval == nil {
 			continue
 		}
@@ -114,7 +125,15 @@ func (m *Store) putLocked(p *prompt.Prompt, changed []int) error {
 			if a.a.Status == prompt.ApprovalPending && c.Approval.Status == prompt.ApprovalExpired {
 				a.a.Status = prompt.ApprovalExpired
 			}
+			if a.a.Status == prompt.ApprovalExpired {
+				audit = append(audit, prompt.AuditEntry{At: p.UpdatedAt, ConversationID: p.ConversationID, PromptID: p.ID,
+					CallID: c.ID, ApprovalID: c.Approval.ID, Tool: a.tool, InputHash: a.a.InputHash,
+					Outcome: prompt.OutcomeExpired, SourceKind: prompt.SourceSystem, Source: "prompt ended", Feedback: a.a.Note})
+			}
 		}
+	}
+	for _, e := range audit {
+		m.auditLocked(e)
 	}
 	q := p.Clone()
 	for i := range q.Output {
@@ -207,6 +226,10 @@ func (m *Store) Decide(_ context.Context, id string, d prompt.Decision) (prompt.
 	s := m.prompts[a.promptID]
 	s.p.State = prompt.StateRunning
 	s.p.Rev++
+	outcome, kind, source, feedback := prompt.DecisionAudit(d)
+	m.auditLocked(prompt.AuditEntry{At: d.At, ConversationID: s.p.ConversationID, PromptID: s.p.ID, CallID: a.callID,
+		ApprovalID: id, Tool: a.tool, InputHash: a.a.InputHash, Outcome: outcome, SourceKind: kind, Source: source,
+		Feedback: feedback})
 	m.noticeLocked(prompt.Notice{Kind: prompt.NoticeDecided, ConversationID: s.p.ConversationID, PromptID: s.p.ID, ApprovalID: id}, false)
 	return m.refLocked(id), nil
 }
@@ -240,6 +263,10 @@ func (m *Store) Vote(_ context.Context, id, voterID, by string, at time.Time, qu
 	a.a.Status, a.a.DecidedBy, a.a.DecidedAt, a.a.Note = prompt.ApprovalApproved, strings.Join(names, ", "), at.UTC(), ""
 	s.p.State = prompt.StateRunning
 	s.p.Rev++
+	outcome, kind, source, feedback := prompt.DecisionAudit(prompt.Decision{Status: prompt.ApprovalApproved, By: a.a.DecidedBy, At: at})
+	m.auditLocked(prompt.AuditEntry{At: at, ConversationID: s.p.ConversationID, PromptID: s.p.ID, CallID: a.callID,
+		ApprovalID: id, Tool: a.tool, InputHash: a.a.InputHash, Outcome: outcome, SourceKind: kind, Source: source,
+		Feedback: feedback})
 	m.noticeLocked(prompt.Notice{Kind: prompt.NoticeDecided, ConversationID: s.p.ConversationID, PromptID: s.p.ID, ApprovalID: id}, false)
 	return m.refLocked(id), nil
 }
@@ -258,6 +285,9 @@ func (m *Store) CancelPrompt(_ context.Context, id, by string, at time.Time) err
 	for aid, a := range m.approvals {
 		if a.promptID == id && a.a.Status == prompt.ApprovalPending {
 			a.a.Status, a.a.DecidedBy, a.a.DecidedAt, a.a.Note = prompt.ApprovalRejected, by, at.UTC(), "cancelled"
+			m.auditLocked(prompt.AuditEntry{At: at, ConversationID: s.p.ConversationID, PromptID: id, CallID: a.callID,
+				ApprovalID: aid, Tool: a.tool, InputHash: a.a.InputHash, Outcome: prompt.OutcomeCancelled,
+				SourceKind: prompt.SourcePerson, Source: by})
 			m.noticeLocked(prompt.Notice{Kind: prompt.NoticeDecided, ConversationID: s.p.ConversationID, PromptID: id, ApprovalID: aid}, false)
 		}
 	}
@@ -584,4 +614,36 @@ func (m *Store) RevokeGrant(_ context.Context, id, by string, at time.Time) (pro
 		return *g, nil
 	}
 	return prompt.Grant{}, fmt.Errorf("revoke grant %s: %w", id, prompt.ErrNotFound)
+}
+
+// auditLocked records e unless an entry for the same prompt, call and
+// approval exists, as the SQLite store's unique key does; times are kept
+// to the millisecond, as there.
+func (m *Store) auditLocked(e prompt.AuditEntry) {
+	key := [3]string{e.PromptID, e.CallID, e.ApprovalID}
+	if m.audited[key] {
+		return
+	}
+	if m.audited == nil {
+		m.audited = map[[3]string]bool{}
+	}
+	m.audited[key] = true
+	e.Seq = int64(len(m.audit) + 1)
+	e.At = e.At.UTC().Truncate(time.Millisecond)
+	m.audit = append(m.audit, e)
+}
+
+// Audit implements prompt.Store.
+func (m *Store) Audit(_ context.Context, q prompt.AuditQuery) ([]prompt.AuditEntry, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	since := q.Since.UTC().Truncate(time.Millisecond)
+	var out []prompt.AuditEntry
+	for i := len(m.audit) - 1; i >= 0 && (q.Limit <= 0 || len(out) < q.Limit); i-- {
+		e := m.audit[i]
+		if (q.ConversationID == "" || e.ConversationID == q.ConversationID) && !e.At.Before(since) {
+			out = append(out, e)
+		}
+	}
+	return out, nil
 }
