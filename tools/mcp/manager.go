@@ -218,6 +218,9 @@ type server struct {
 	// goroutine lists, not the notification handler, so that a listing
 	// never waits inside the connection's own reader.
 	relist chan struct{}
+	// failed carries a session a call found broken, to be closed and
+	// started again: over HTTP nothing else notices a server that died.
+	failed chan *sdk.ClientSession
 	first  chan struct{} // closed when the first start ended either way
 	stderr *stderrTail
 
@@ -229,7 +232,7 @@ type server struct {
 }
 
 func newServer(m *Manager, cfg Server) *server {
-	s := &server{m: m, cfg: cfg, relist: make(chan struct{}, 1), first: make(chan struct{}),
+	s := &server{m: m, cfg: cfg, relist: make(chan struct{}, 1), failed: make(chan *sdk.ClientSession, 1), first: make(chan struct{}),
 		stderr: &stderrTail{}, since: m.now()}
 	s.client = sdk.NewClient(&sdk.Implementation{Name: "tollgate", Version: "1"}, &sdk.ClientOptions{
 		Logger: m.log.With("mcp_server", cfg.Name),
@@ -349,6 +352,16 @@ func (s *server) serve(ctx context.Context, sess *sdk.ClientSession, log *slog.L
 				err = errors.New("the session ended")
 			}
 			return s.explain(fmt.Errorf("stopped: %w", err)).Error()
+		case bad := <-s.failed:
+			if bad != sess {
+				continue // an earlier session's, closed already
+			}
+			_ = sess.Close()
+			err := <-ended
+			if err == nil {
+				err = errors.New("a call found the connection broken")
+			}
+			return s.explain(fmt.Errorf("stopped: %w", err)).Error()
 		case <-s.relist:
 			lctx, cancel := context.WithTimeout(ctx, s.m.timeout)
 			tools, err := s.list(lctx, sess)
@@ -414,6 +427,22 @@ func (s *server) toolsNow() []*prompt.Tool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.tools
+}
+
+// broken asks the server's goroutine to drop sess after a call failed on
+// it, unless it has already.
+func (s *server) broken(sess *sdk.ClientSession) {
+	for range 2 {
+		select {
+		case s.failed <- sess:
+			return
+		default: // an older one waits: make room, it matters less
+			select {
+			case <-s.failed:
+			default:
+			}
+		}
+	}
 }
 
 // current returns the open session, or nil and why there is none.

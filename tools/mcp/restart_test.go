@@ -5,8 +5,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"tollgate/tools/mcp"
 )
@@ -85,6 +88,42 @@ func TestServerThatCannotStartDoesNotStopTheOthers(t *testing.T) {
 	}
 	if out, err := h.call(t, "mcp.good.echo", `{"text":"ok"}`); err != nil || out != "ok" {
 		t.Fatalf("good server: %q, %v", out, err)
+	}
+}
+
+// TestHTTPServerThatDiesIsStartedAgain: over HTTP nothing but a call
+// notices a server that went away; that call's outcome is unknown, the
+// session is dropped, and the server is connected to again.
+func TestHTTPServerThatDiesIsStartedAgain(t *testing.T) {
+	var dead atomic.Bool
+	mcpHandler := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return newTestServer(false) }, nil)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if dead.Load() {
+			panic(http.ErrAbortHandler) // the connection drops, as when a server dies
+		}
+		mcpHandler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	downs, release := make(chan int, 10), make(chan struct{})
+	h := start(t, mcp.Config{Servers: []mcp.Server{{Name: "web", URL: ts.URL}}}, mcp.Options{Backoff: func(attempt int) time.Duration {
+		downs <- attempt
+		<-release
+		return time.Millisecond
+	}})
+
+	dead.Store(true)
+	if _, err := h.call(t, "mcp.web.echo", `{"text":"lost"}`); err == nil || !strings.Contains(err.Error(), "whether it took effect is unknown") {
+		t.Fatalf("call to a dead server: %v", err)
+	}
+	receive(t, downs)
+	if st := h.m.Status()[0]; st.Up || st.Err == "" {
+		t.Fatalf("status %+v, want down with a reason", st)
+	}
+	dead.Store(false)
+	close(release)
+	h.waitChange(t)
+	if out, err := h.call(t, "mcp.web.echo", `{"text":"back"}`); err != nil || out != "back" {
+		t.Fatalf("after the server came back: %q, %v", out, err)
 	}
 }
 

@@ -116,14 +116,14 @@ func (s *server) call(ctx context.Context, tool string, input json.RawMessage) (
 		return "", fmt.Errorf("the call was cancelled: %w", context.Cause(ctx))
 	case errors.Is(cctx.Err(), context.DeadlineExceeded):
 		return "", fmt.Errorf("timed out after %s; the call was cancelled", s.m.timeout)
-	case errors.As(err, new(*jsonrpc.Error)):
-		// The server answered: it refused the call (an unknown tool, bad
-		// input) rather than running it.
+	case refused(err):
 		return "", fmt.Errorf("MCP server %s: %w", s.cfg.Name, err)
 	default:
 		// The connection failed (the server died, the network broke):
-		// the server may have acted on the call.
+		// the server may have acted on the call. The session is of no
+		// more use; the server's goroutine starts a new one.
 		s.m.log.Warn("MCP call interrupted", "mcp_server", s.cfg.Name, "tool", tool, "err", err)
+		s.broken(sess)
 		return "", fmt.Errorf("MCP server %s stopped during the call (%v); whether it took effect is unknown, and it was not sent again", s.cfg.Name, err)
 	}
 	text := render(res, s.m.maxResult)
@@ -134,6 +134,19 @@ func (s *server) call(ctx context.Context, tool string, input json.RawMessage) (
 		return "", errors.New(text)
 	}
 	return text, nil
+}
+
+// codeRejected is the SDK's JSON-RPC code for a message its transport
+// could not deliver (an HTTP request that failed): not an answer of the
+// server, and not proof the server never read the call.
+const codeRejected = -32005
+
+// refused reports whether err is the server's answer to a call it did
+// not run (an unknown tool, bad input), as opposed to a failure of the
+// connection, after which nobody knows.
+func refused(err error) bool {
+	var werr *jsonrpc.Error
+	return errors.As(err, &werr) && werr.Code != codeRejected
 }
 
 // render turns a result into the text the model reads, at most max bytes
