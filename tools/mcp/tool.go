@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -115,7 +116,7 @@ func (s *server) call(ctx context.Context, tool string, input json.RawMessage) (
 	case ctx.Err() != nil:
 		return "", fmt.Errorf("the call was cancelled: %w", context.Cause(ctx))
 	case errors.Is(cctx.Err(), context.DeadlineExceeded):
-		return "", fmt.Errorf("timed out after %s; the call was cancelled", s.m.timeout)
+		return "", fmt.Errorf("timed out after %s; the call was cancelled", seconds(s.m.timeout))
 	case refused(err):
 		return "", fmt.Errorf("MCP server %s: %w", s.cfg.Name, err)
 	default:
@@ -208,4 +209,12 @@ func orUnknown(mime string) string {
 		return "type not given"
 	}
 	return mime
+}
+
+// seconds writes a timeout as an operator set it: "60s", not "1m0s".
+func seconds(d time.Duration) string {
+	if d >= time.Second && d%time.Second == 0 {
+		return fmt.Sprintf("%ds", d/time.Second)
+	}
+	return d.String()
 }
