@@ -82,7 +82,7 @@ func TestToolsJoinWithSchemasAndGates(t *testing.T) {
 	}
 }
 
-// denyEcho is the operator's rules: allow echo of "hi", deny rm.
+// rules are the operator's: allow count of "ruled", deny rm.
 type rules struct{}
 
 func (rules) Check(tool string, fields map[string]string) prompt.Verdict {
