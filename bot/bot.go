@@ -216,6 +216,9 @@ type Config struct {
 	// from approving (or editing) its requests while another approver
 	// exists (APPROVAL_SELF=false).
 	NoSelfApproval bool
+	// HelpNotes, if set, adds lines to /help about tools that are
+	// missing or failing (an MCP server that could not start, and why).
+	HelpNotes func() []string
 }
 
 const defaultAPIURL = "https://api.telegram.org"

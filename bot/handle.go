@@ -350,6 +350,11 @@ func (b *Bot) helpText() string {
 			h.text("\n• ").wrap("code", clip(t.Name, maxNameLength)).text(" (" + oneLine(string(t.Effect)) + "): " + asks)
 		}
 	}
+	if b.cfg.HelpNotes != nil {
+		for _, n := range b.cfg.HelpNotes() {
+			h.text("\n⚠️ " + clip(n, maxReasonLength))
+		}
+	}
 	h.text("\n\nCommands:\n/pending: show the request waiting for you\n/cancel: stop the current request\n" +
 		"/grants: what runs without asking, to revoke\n/edit {JSON}: change the waiting request's input\n" +
 		"/audit: the last decisions in this chat, and who or what made them\n/help: this message")

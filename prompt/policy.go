@@ -183,7 +183,11 @@ func (r *run) judge(ctx context.Context, t *preparedTool, c *Call, input json.Ra
 			}
 			j.req = req
 		}
-		j.ask, j.req.Reason = true, "The operator's rules ask for approval: "+v.Why
+		reason := "The operator's rules ask for approval: " + v.Why
+		if j.req.Reason != "" {
+			reason += ". " + j.req.Reason // what the tool says of it too
+		}
+		j.ask, j.req.Reason = true, reason
 	case v.Action == PolicyAllow:
 		return judgement{ruling: &Ruling{Allowed: true, Kind: "rule", By: v.Source, Why: v.Why, At: now}}, nil
 	default:

@@ -195,10 +195,11 @@ func NewService(cfg Config) (*Service, error) {
 	if ts != nil {
 		s.tools.Store(ts)
 	} else {
-		s.reloadTools()
+		// Listening first: a change between the two is not missed.
 		for _, src := range s.sources {
 			src.OnChange(s.reloadTools)
 		}
+		s.reloadTools()
 	}
 	s.base, s.stopBase = context.WithCancel(context.Background())
 	return s, nil
