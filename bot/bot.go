@@ -88,8 +88,8 @@ type Store interface {
 	ChatOf(ctx context.Context, conversationID string) (int64, error)
 	// AddApprovalMessage records that message messageID in chat chatID shows approval approvalID (idempotent).
 	AddApprovalMessage(ctx context.Context, approvalID string, chatID int64, messageID int) error
-	// ApprovalMessages returns the chat and IDs of every message that shows approvalID, oldest first; an error wrapping prompt.ErrNotFound if there are none.
-	ApprovalMessages(ctx context.Context, approvalID string) (chatID int64, messageIDs []int, err error)
+	// ApprovalMessages returns every message that shows approvalID, in whichever chats hold one, oldest first; an error wrapping prompt.ErrNotFound if there are none.
+	ApprovalMessages(ctx context.Context, approvalID string) ([]prompt.ApprovalCopy, error)
 	// ApprovalByMessage returns the approval shown by message messageID in chat chatID, or an error wrapping prompt.ErrNotFound.
 	ApprovalByMessage(ctx context.Context, chatID int64, messageID int) (string, error)
 	// AddEditMessage records that message messageID in chat chatID asks for the edited input of approvalID (idempotent).

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -131,11 +130,16 @@ func (b *Bot) busy(ctx context.Context, chat int64, conv string, msgID int) {
 	replyTo := msgID
 	if req := b.pending(ctx, conv); req != nil {
 		h := &htmlText{}
-		h.text(" It is waiting for your decision on ").wrap("code", clip(req.ToolName, maxNameLength)).text(": this request (or send /pending).")
-		text += h.b.String()
-		if _, ids, err := b.cfg.Store.ApprovalMessages(ctx, req.ApprovalID); err == nil && len(ids) > 0 {
-			replyTo = ids[len(ids)-1]
+		h.text(" It is waiting for your decision on ").wrap("code", clip(req.ToolName, maxNameLength))
+		// Only a copy in this chat can be replied to; with private
+		// notification the copies are in the approvers' chats.
+		if last, ok := b.lastCopyIn(ctx, req.ApprovalID, chat); ok {
+			replyTo = last
+			h.text(": this request (or send /pending).")
+		} else {
+			h.text(" (or send /pending).")
 		}
+		text += h.b.String()
 	}
 	b.note(ctx, chat, replyTo, text+" Send /cancel to stop it.")
 }
@@ -457,8 +461,7 @@ func (b *Bot) handleCallback(ctx context.Context, q *models.CallbackQuery) {
 		// to this chat: pending in its conversation, or shown in it.
 		unrecorded = true
 		if b.pendingRequest(ctx, chat, id) == nil {
-			c, _, err := b.cfg.Store.ApprovalMessages(ctx, id)
-			if err != nil || c != chat {
+			if _, ok := b.lastCopyIn(ctx, id, chat); !ok {
 				b.answerCallback(ctx, q.ID, expired)
 				return
 			}
@@ -658,7 +661,7 @@ func (b *Bot) rejectByReply(ctx context.Context, m *models.Message, id string) {
 // It returns the first error that a later try might not meet; a copy
 // Telegram refuses for good (deleted by the user) is skipped.
 func (b *Bot) editApproval(ctx context.Context, id string, req *prompt.ApprovalRequest, shown *models.Message, line string) error {
-	chat, ids, err := b.cfg.Store.ApprovalMessages(ctx, id)
+	copies, err := b.cfg.Store.ApprovalMessages(ctx, id)
 	if errors.Is(err, prompt.ErrNotFound) && shown == nil {
 		return nil // never shown: nothing to close
 	}
@@ -666,12 +669,13 @@ func (b *Bot) editApproval(ctx context.Context, id string, req *prompt.ApprovalR
 		if shown == nil {
 			return fmt.Errorf("find approval messages: %w", err)
 		}
-		chat, ids = shown.Chat.ID, []int{shown.ID}
-	} else if shown != nil && shown.Chat.ID == chat && !slices.Contains(ids, shown.ID) {
+		copies = []prompt.ApprovalCopy{{ChatID: shown.Chat.ID, MessageID: shown.ID}}
+	} else if shown != nil && unrecordedIn(copies, shown.Chat.ID, shown.ID) {
 		// A copy whose record was lost (the process died between sending
-		// and recording it) was pressed: edit it too, and record it.
-		ids = append(ids, shown.ID)
-		if err := b.cfg.Store.AddApprovalMessage(ctx, id, chat, shown.ID); err != nil {
+		// and recording it) was pressed in a chat that holds another: edit
+		// it too, and record it.
+		copies = append(copies, prompt.ApprovalCopy{ChatID: shown.Chat.ID, MessageID: shown.ID})
+		if err := b.cfg.Store.AddApprovalMessage(ctx, id, shown.Chat.ID, shown.ID); err != nil {
 			b.log.Warn("record pressed approval message", "approval", id, "message", shown.ID, "err", err)
 		}
 	}
@@ -685,14 +689,14 @@ func (b *Bot) editApproval(ctx context.Context, id string, req *prompt.ApprovalR
 		base = "🔐 Approval request " + escapeHTML(id)
 	}
 	var first error
-	for _, msgID := range ids {
-		err := b.edit(ctx, chat, msgID, base+line)
+	for _, c := range copies {
+		err := b.edit(ctx, c.ChatID, c.MessageID, base+line)
 		switch {
 		case err == nil:
 		case permanent(err):
-			b.log.Warn("approval message cannot be edited; skipped", "approval", id, "message", msgID, "err", err)
+			b.log.Warn("approval message cannot be edited; skipped", "approval", id, "chat", c.ChatID, "message", c.MessageID, "err", err)
 		case first == nil:
-			first = fmt.Errorf("edit approval message %d: %w", msgID, err)
+			first = fmt.Errorf("edit approval message %d in chat %d: %w", c.MessageID, c.ChatID, err)
 		}
 	}
 	return first
