@@ -157,7 +157,7 @@ type Server struct {
 	poller         chan struct{} // closed to end the running getUpdates
 	chats          map[int64]*chat
 	users          map[int64]models.User // everyone seen, in any chat
-	callbacks      map[string]bool // query ID → answered
+	callbacks      map[string]bool       // query ID → answered
 	nextCallback   int
 	nextFile       int
 	commands       []models.BotCommand
