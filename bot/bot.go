@@ -201,6 +201,10 @@ type Config struct {
 	PollTimeout time.Duration // long-poll wait (default 30s)
 	Webhook     Webhook
 	Limits      Limits
+	// Notify says where a group's requests are shown (notify.go): in the
+	// group (NotifyChat, the default) or in each approver's private chat
+	// (NotifyDM).
+	Notify Notify
 }
 
 const defaultAPIURL = "https://api.telegram.org"
@@ -226,6 +230,7 @@ type Bot struct {
 	// typing stops the "typing…" loop of each prompt a worker advances.
 	typing  map[string]context.CancelFunc
 	botName string
+	botID   int64 // the bot's own user: a group message replying to it is for the bot
 	// outbox wakes the sender: something new is in the outbox, or a
 	// delivery ended.
 	outbox chan struct{}
@@ -259,6 +264,10 @@ func New(cfg Config) (*Bot, error) {
 	}
 	if cfg.APIURL == "" {
 		cfg.APIURL = defaultAPIURL
+	}
+	var err error
+	if cfg.Notify, err = ParseNotify(string(cfg.Notify)); err != nil {
+		return nil, fmt.Errorf("new bot: %w", err)
 	}
 	cfg.APIURL = strings.TrimRight(cfg.APIURL, "/")
 	if cfg.Logger == nil {
@@ -348,7 +357,7 @@ func (b *Bot) Run(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	b.mu.Lock()
-	b.state, b.pollCtx, b.runCtx, b.botName = recovering, pollCtx, runCtx, me.Username
+	b.state, b.pollCtx, b.runCtx, b.botName, b.botID = recovering, pollCtx, runCtx, me.Username, me.ID
 	b.mu.Unlock()
 
 	rec, err := b.cfg.Service.Recover(ctx)

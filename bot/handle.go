@@ -49,6 +49,11 @@ func (b *Bot) handleMessage(ctx context.Context, m *models.Message) {
 	if m.From == nil {
 		return // channel posts have no sender to check
 	}
+	if isGroup(m.Chat) {
+		if m = b.groupMessage(ctx, m); m == nil {
+			return
+		}
+	}
 	chat := m.Chat.ID
 	if !b.allowed[m.From.ID] {
 		b.log.Info("message from a user not allowed", "user", m.From.ID, "chat", chat)
@@ -351,18 +356,36 @@ func (b *Bot) helpText() string {
 // document when it does not fit) and records the message, so that a press
 // on it, even after a restart, finds the approval. A failure is logged and
 // leaves the approval pending: /pending and the next start send it again.
+// With NotifyDM a group's request goes to the approvers' private chats.
 func (b *Bot) sendApproval(ctx context.Context, req prompt.ApprovalRequest) error {
 	chat, err := b.chatOf(ctx, req.ConversationID)
 	if err != nil {
 		b.log.Error("approval request not sent; it stays pending", "approval", req.ApprovalID, "err", err)
 		return err
 	}
-	view := renderApproval(req)
-	id, err := b.send(ctx, message{chat: chat, html: view.HTML, markup: approvalKeyboard(req)})
-	if err != nil {
+	if b.cfg.Notify == NotifyDM && isGroupID(chat) {
+		if sent, err := b.sendPrivately(ctx, req, chat); sent || err != nil {
+			return err
+		}
+		// No approver could be written to privately: the request is shown
+		// in the group instead, where it can at least be decided.
+		b.log.Warn("no approver reachable privately; showing the request in the group", "approval", req.ApprovalID, "chat", chat)
+	}
+	if _, err := b.sendCopy(ctx, req, chat); err != nil {
 		b.log.Error("approval request not sent; it stays pending and is sent again by /pending and on the next start",
 			"approval", req.ApprovalID, "chat", chat, "err", err)
 		return err
+	}
+	return nil
+}
+
+// sendCopy sends one copy of a request to chat and records it, and
+// returns its message ID; see sendApproval.
+func (b *Bot) sendCopy(ctx context.Context, req prompt.ApprovalRequest, chat int64) (int, error) {
+	view := renderApproval(req)
+	id, err := b.send(ctx, message{chat: chat, html: view.HTML, markup: approvalKeyboard(req)})
+	if err != nil {
+		return 0, err
 	}
 	if err := b.cfg.Store.AddApprovalMessage(ctx, req.ApprovalID, chat, id); err != nil {
 		b.log.Error("record approval message", "approval", req.ApprovalID, "message", id, "err", err)
@@ -382,7 +405,7 @@ func (b *Bot) sendApproval(ctx context.Context, req prompt.ApprovalRequest) erro
 			b.note(ctx, chat, id, "I could not attach the full input of this request; reject it if you cannot judge it.")
 		}
 	}
-	return nil
+	return id, nil
 }
 
 // sendResult sends a finished prompt's answer, or why it failed. An
