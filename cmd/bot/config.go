@@ -12,6 +12,7 @@ import (
 
 	"github.com/caarlos0/env/v11"
 
+	"tollgate/bot"
 	"tollgate/llm"
 	"tollgate/prompt"
 )
@@ -55,7 +56,10 @@ type config struct {
 	// ApprovalDenyTools: tools never offered to the model.
 	ApprovalDenyTools []string `env:"APPROVAL_DENY_TOOLS" envSeparator:","`
 	// ApprovalRules: the operator's rules file; empty: none.
-	ApprovalRules        string   `env:"APPROVAL_RULES"`
+	ApprovalRules string `env:"APPROVAL_RULES"`
+	// ApprovalNotify: where a group's requests are shown, chat (empty) or
+	// dm; bot.New owns the default.
+	ApprovalNotify       string   `env:"APPROVAL_NOTIFY"`
 	DatabasePath         string   `env:"DATABASE_PATH" envDefault:"data/tollgate.db"`
 	WebfetchDomains      []string `env:"WEBFETCH_ALLOWED_DOMAINS" envSeparator:","`
 	WebfetchAllowPrivate bool     `env:"WEBFETCH_ALLOW_PRIVATE"`
@@ -72,6 +76,7 @@ type config struct {
 	allowedUsers []int64
 	logLevel     slog.Level
 	mode         prompt.Mode
+	notify       bot.Notify
 }
 
 // loadConfig reads the environment through getenv and checks every value,
@@ -155,6 +160,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if cfg.mode, err = prompt.ParseMode(cfg.ApprovalMode); err != nil {
 		errs = append(errs, fmt.Errorf("APPROVAL_MODE: %w", err))
+	}
+	if cfg.notify, err = bot.ParseNotify(cfg.ApprovalNotify); err != nil {
+		errs = append(errs, fmt.Errorf("APPROVAL_NOTIFY: %w", err))
 	}
 	if cfg.AgentWorkers < 0 {
 		errs = append(errs, fmt.Errorf("AGENT_WORKERS: %d must not be negative (leave it unset for the default)", cfg.AgentWorkers))
@@ -264,6 +272,7 @@ func (c config) summary() []any {
 		"approval_mode", c.mode,
 		"approval_deny_tools", c.ApprovalDenyTools,
 		"approval_rules", c.ApprovalRules,
+		"approval_notify", c.notify,
 		"database_path", c.DatabasePath,
 		"webfetch_allowed_domains", c.WebfetchDomains,
 		"webfetch_allow_private", c.WebfetchAllowPrivate,

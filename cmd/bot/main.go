@@ -175,6 +175,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Store:        db,
 		Logger:       log,
 		Webhook:      bot.Webhook{URL: cfg.WebhookURL, Secret: cfg.WebhookSecret},
+		Notify:       cfg.notify,
 	})
 	if err != nil {
 		return fmt.Errorf("telegram: %w", err)
