@@ -116,7 +116,7 @@ func (b *Bot) deliverVotes(ctx context.Context, approvalID string) error {
 	if err != nil || ref.Status != prompt.ApprovalPending {
 		return err
 	}
-	chat, ids, err := b.cfg.Store.ApprovalMessages(ctx, approvalID)
+	copies, err := b.cfg.Store.ApprovalMessages(ctx, approvalID)
 	if errors.Is(err, prompt.ErrNotFound) {
 		return nil // not shown yet: its request notice shows the votes
 	}
@@ -125,14 +125,14 @@ func (b *Bot) deliverVotes(ctx context.Context, approvalID string) error {
 	}
 	html, kb := renderApproval(req).HTML, approvalKeyboard(req)
 	var first error
-	for _, msgID := range ids {
-		err := b.editWithMarkup(ctx, chat, msgID, html, kb)
+	for _, c := range copies {
+		err := b.editWithMarkup(ctx, c.ChatID, c.MessageID, html, kb)
 		switch {
 		case err == nil:
 		case permanent(err):
-			b.log.Warn("approval message cannot be edited; skipped", "approval", approvalID, "message", msgID, "err", err)
+			b.log.Warn("approval message cannot be edited; skipped", "approval", approvalID, "message", c.MessageID, "err", err)
 		case first == nil:
-			first = fmt.Errorf("show votes on message %d: %w", msgID, err)
+			first = fmt.Errorf("show votes on message %d: %w", c.MessageID, err)
 		}
 	}
 	return first

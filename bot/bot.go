@@ -95,8 +95,8 @@ type Store interface {
 	ChatOf(ctx context.Context, conversationID string) (int64, error)
 	// AddApprovalMessage records that message messageID in chat chatID shows approval approvalID (idempotent).
 	AddApprovalMessage(ctx context.Context, approvalID string, chatID int64, messageID int) error
-	// ApprovalMessages returns the chat and IDs of every message that shows approvalID, oldest first; an error wrapping prompt.ErrNotFound if there are none.
-	ApprovalMessages(ctx context.Context, approvalID string) (chatID int64, messageIDs []int, err error)
+	// ApprovalMessages returns every message that shows approvalID, in whichever chats hold one, oldest first; an error wrapping prompt.ErrNotFound if there are none.
+	ApprovalMessages(ctx context.Context, approvalID string) ([]prompt.ApprovalCopy, error)
 	// ApprovalByMessage returns the approval shown by message messageID in chat chatID, or an error wrapping prompt.ErrNotFound.
 	ApprovalByMessage(ctx context.Context, chatID int64, messageID int) (string, error)
 	// AddEditMessage records that message messageID in chat chatID asks for the edited input of approvalID (idempotent).
@@ -219,6 +219,10 @@ type Config struct {
 	// HelpNotes, if set, adds lines to /help about tools that are
 	// missing or failing (an MCP server that could not start, and why).
 	HelpNotes func() []string
+	// Notify says where a group's requests are shown (notify.go): in the
+	// group (NotifyChat, the default) or in each approver's private chat
+	// (NotifyDM).
+	Notify Notify
 }
 
 const defaultAPIURL = "https://api.telegram.org"
@@ -244,6 +248,7 @@ type Bot struct {
 	// typing stops the "typing…" loop of each prompt a worker advances.
 	typing  map[string]context.CancelFunc
 	botName string
+	botID   int64 // the bot's own user: a group message replying to it is for the bot
 	// outbox wakes the sender: something new is in the outbox, or a
 	// delivery ended.
 	outbox chan struct{}
@@ -279,6 +284,10 @@ func New(cfg Config) (*Bot, error) {
 	}
 	if cfg.APIURL == "" {
 		cfg.APIURL = defaultAPIURL
+	}
+	var err error
+	if cfg.Notify, err = ParseNotify(string(cfg.Notify)); err != nil {
+		return nil, fmt.Errorf("new bot: %w", err)
 	}
 	cfg.APIURL = strings.TrimRight(cfg.APIURL, "/")
 	if cfg.Logger == nil {
@@ -369,7 +378,7 @@ func (b *Bot) Run(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	b.mu.Lock()
-	b.state, b.pollCtx, b.runCtx, b.botName = recovering, pollCtx, runCtx, me.Username
+	b.state, b.pollCtx, b.runCtx, b.botName, b.botID = recovering, pollCtx, runCtx, me.Username, me.ID
 	b.mu.Unlock()
 
 	rec, err := b.cfg.Service.Recover(ctx)

@@ -221,9 +221,9 @@ func TestTooManyRequestsOnApprovalIsRetried(t *testing.T) {
 	if len(refused) != 1 || !hasKeyboard(refused[0]) {
 		t.Fatalf("429s = %d, want the approval refused once", len(refused))
 	}
-	chat, ids, err := h.store.ApprovalMessages(context.Background(), mustPending(t, h).ApprovalID)
-	if err != nil || chat != alice.ID || len(ids) != 1 || ids[0] != msg.ID {
-		t.Errorf("recorded %d %v %v, want message %d", chat, ids, err, msg.ID)
+	copies, err := h.store.ApprovalMessages(context.Background(), mustPending(t, h).ApprovalID)
+	if err != nil || len(copies) != 1 || copies[0] != (prompt.ApprovalCopy{ChatID: alice.ID, MessageID: msg.ID}) {
+		t.Errorf("recorded %v %v, want message %d of chat %d", copies, err, msg.ID, alice.ID)
 	}
 }
 

@@ -21,6 +21,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"no token":          {Service: svc, Store: store},
 		"no store":          {Token: token, Service: svc},
 		"webhook no secret": {Token: token, Service: svc, Store: store, Webhook: bot.Webhook{URL: "https://x.example/hook"}},
+		"unknown notify":    {Token: token, Service: svc, Store: store, Notify: "email"},
 	} {
 		if _, err := bot.New(cfg); err == nil {
 			t.Errorf("%s: New accepted it", name)

@@ -4,7 +4,9 @@
 //
 // The bot talks to the agent through Service (satisfied by *prompt.Service)
 // and keeps which chat a conversation is and which messages show an approval
-// in a Store, so that buttons keep working across restarts.
+// in a Store, so that buttons keep working across restarts. In a group the
+// bot answers only what is addressed to it (group.go), and can send a
+// group's requests to the approvers' private chats instead (notify.go).
 //
 // # Concurrency and ordering
 //

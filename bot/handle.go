@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -49,6 +48,11 @@ const internalError = "Something went wrong on my side; please try again."
 func (b *Bot) handleMessage(ctx context.Context, m *models.Message) {
 	if m.From == nil {
 		return // channel posts have no sender to check
+	}
+	if isGroup(m.Chat) {
+		if m = b.groupMessage(ctx, m); m == nil {
+			return
+		}
 	}
 	chat := m.Chat.ID
 	if !b.allowed[m.From.ID] {
@@ -131,11 +135,16 @@ func (b *Bot) busy(ctx context.Context, chat int64, conv string, msgID int) {
 	replyTo := msgID
 	if req := b.pending(ctx, conv); req != nil {
 		h := &htmlText{}
-		h.text(" It is waiting for your decision on ").wrap("code", clip(req.ToolName, maxNameLength)).text(": this request (or send /pending).")
-		text += h.b.String()
-		if _, ids, err := b.cfg.Store.ApprovalMessages(ctx, req.ApprovalID); err == nil && len(ids) > 0 {
-			replyTo = ids[len(ids)-1]
+		h.text(" It is waiting for your decision on ").wrap("code", clip(req.ToolName, maxNameLength))
+		// Only a copy in this chat can be replied to; with private
+		// notification the copies are in the approvers' chats.
+		if last, ok := b.lastCopyIn(ctx, req.ApprovalID, chat); ok {
+			replyTo = last
+			h.text(": this request (or send /pending).")
+		} else {
+			h.text(" (or send /pending).")
 		}
+		text += h.b.String()
 	}
 	b.note(ctx, chat, replyTo, text+" Send /cancel to stop it.")
 }
@@ -365,18 +374,36 @@ func (b *Bot) helpText() string {
 // document when it does not fit) and records the message, so that a press
 // on it, even after a restart, finds the approval. A failure is logged and
 // leaves the approval pending: /pending and the next start send it again.
+// With NotifyDM a group's request goes to the approvers' private chats.
 func (b *Bot) sendApproval(ctx context.Context, req prompt.ApprovalRequest) error {
 	chat, err := b.chatOf(ctx, req.ConversationID)
 	if err != nil {
 		b.log.Error("approval request not sent; it stays pending", "approval", req.ApprovalID, "err", err)
 		return err
 	}
-	view := renderApproval(req)
-	id, err := b.send(ctx, message{chat: chat, html: view.HTML, markup: approvalKeyboard(req)})
-	if err != nil {
+	if b.cfg.Notify == NotifyDM && isGroupID(chat) {
+		if sent, err := b.sendPrivately(ctx, req, chat); sent || err != nil {
+			return err
+		}
+		// No approver could be written to privately: the request is shown
+		// in the group instead, where it can at least be decided.
+		b.log.Warn("no approver reachable privately; showing the request in the group", "approval", req.ApprovalID, "chat", chat)
+	}
+	if _, err := b.sendCopy(ctx, req, chat); err != nil {
 		b.log.Error("approval request not sent; it stays pending and is sent again by /pending and on the next start",
 			"approval", req.ApprovalID, "chat", chat, "err", err)
 		return err
+	}
+	return nil
+}
+
+// sendCopy sends one copy of a request to chat and records it, and
+// returns its message ID; see sendApproval.
+func (b *Bot) sendCopy(ctx context.Context, req prompt.ApprovalRequest, chat int64) (int, error) {
+	view := renderApproval(req)
+	id, err := b.send(ctx, message{chat: chat, html: view.HTML, markup: approvalKeyboard(req)})
+	if err != nil {
+		return 0, err
 	}
 	if err := b.cfg.Store.AddApprovalMessage(ctx, req.ApprovalID, chat, id); err != nil {
 		b.log.Error("record approval message", "approval", req.ApprovalID, "message", id, "err", err)
@@ -403,7 +430,7 @@ func (b *Bot) sendApproval(ctx context.Context, req prompt.ApprovalRequest) erro
 			b.note(ctx, chat, id, "I could not attach the full input of this request; reject it if you cannot judge it.")
 		}
 	}
-	return nil
+	return id, nil
 }
 
 // sendResult sends a finished prompt's answer, or why it failed. An
@@ -486,8 +513,7 @@ func (b *Bot) handleCallback(ctx context.Context, q *models.CallbackQuery) {
 		// to this chat: pending in its conversation, or shown in it.
 		unrecorded = true
 		if b.pendingRequest(ctx, chat, id) == nil {
-			c, _, err := b.cfg.Store.ApprovalMessages(ctx, id)
-			if err != nil || c != chat {
+			if _, ok := b.lastCopyIn(ctx, id, chat); !ok {
 				b.answerCallback(ctx, q.ID, expired)
 				return
 			}
@@ -709,7 +735,7 @@ func (b *Bot) rejectByReply(ctx context.Context, m *models.Message, id string) {
 // It returns the first error that a later try might not meet; a copy
 // Telegram refuses for good (deleted by the user) is skipped.
 func (b *Bot) editApproval(ctx context.Context, id string, req *prompt.ApprovalRequest, shown *models.Message, line string) error {
-	chat, ids, err := b.cfg.Store.ApprovalMessages(ctx, id)
+	copies, err := b.cfg.Store.ApprovalMessages(ctx, id)
 	if errors.Is(err, prompt.ErrNotFound) && shown == nil {
 		return nil // never shown: nothing to close
 	}
@@ -717,12 +743,13 @@ func (b *Bot) editApproval(ctx context.Context, id string, req *prompt.ApprovalR
 		if shown == nil {
 			return fmt.Errorf("find approval messages: %w", err)
 		}
-		chat, ids = shown.Chat.ID, []int{shown.ID}
-	} else if shown != nil && shown.Chat.ID == chat && !slices.Contains(ids, shown.ID) {
+		copies = []prompt.ApprovalCopy{{ChatID: shown.Chat.ID, MessageID: shown.ID}}
+	} else if shown != nil && unrecordedIn(copies, shown.Chat.ID, shown.ID) {
 		// A copy whose record was lost (the process died between sending
-		// and recording it) was pressed: edit it too, and record it.
-		ids = append(ids, shown.ID)
-		if err := b.cfg.Store.AddApprovalMessage(ctx, id, chat, shown.ID); err != nil {
+		// and recording it) was pressed in a chat that holds another: edit
+		// it too, and record it.
+		copies = append(copies, prompt.ApprovalCopy{ChatID: shown.Chat.ID, MessageID: shown.ID})
+		if err := b.cfg.Store.AddApprovalMessage(ctx, id, shown.Chat.ID, shown.ID); err != nil {
 			b.log.Warn("record pressed approval message", "approval", id, "message", shown.ID, "err", err)
 		}
 	}
@@ -736,14 +763,14 @@ func (b *Bot) editApproval(ctx context.Context, id string, req *prompt.ApprovalR
 		base = "🔐 Approval request " + escapeHTML(id)
 	}
 	var first error
-	for _, msgID := range ids {
-		err := b.edit(ctx, chat, msgID, base+line)
+	for _, c := range copies {
+		err := b.edit(ctx, c.ChatID, c.MessageID, base+line)
 		switch {
 		case err == nil:
 		case permanent(err):
-			b.log.Warn("approval message cannot be edited; skipped", "approval", id, "message", msgID, "err", err)
+			b.log.Warn("approval message cannot be edited; skipped", "approval", id, "chat", c.ChatID, "message", c.MessageID, "err", err)
 		case first == nil:
-			first = fmt.Errorf("edit approval message %d: %w", msgID, err)
+			first = fmt.Errorf("edit approval message %d in chat %d: %w", c.MessageID, c.ChatID, err)
 		}
 	}
 	return first

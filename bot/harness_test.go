@@ -39,8 +39,7 @@ type memStore struct {
 	calls     *callLog
 	mu        sync.Mutex
 	chats     map[string]int64
-	approvals map[string][]int // approval → message IDs
-	chatOf    map[string]int64 // approval → chat
+	approvals map[string][]prompt.ApprovalCopy
 	byMessage map[[2]int64]string
 	edits     map[[2]int64]string // ✏️ Edit's messages → approval
 	inbox     map[int64]*inboxRow
@@ -60,7 +59,7 @@ type inboxRow struct {
 }
 
 func newMemStore(prompts *prompttest.Store, calls *callLog) *memStore {
-	return &memStore{prompts: prompts, calls: calls, chats: map[string]int64{}, approvals: map[string][]int{}, chatOf: map[string]int64{},
+	return &memStore{prompts: prompts, calls: calls, chats: map[string]int64{}, approvals: map[string][]prompt.ApprovalCopy{},
 		byMessage: map[[2]int64]string{}, edits: map[[2]int64]string{}, inbox: map[int64]*inboxRow{}}
 }
 
@@ -89,19 +88,18 @@ func (m *memStore) AddApprovalMessage(_ context.Context, id string, chat int64, 
 		return nil
 	}
 	m.byMessage[key] = id
-	m.chatOf[id] = chat
-	m.approvals[id] = append(m.approvals[id], msg)
+	m.approvals[id] = append(m.approvals[id], prompt.ApprovalCopy{ChatID: chat, MessageID: msg})
 	return nil
 }
 
-func (m *memStore) ApprovalMessages(_ context.Context, id string) (int64, []int, error) {
+func (m *memStore) ApprovalMessages(_ context.Context, id string) ([]prompt.ApprovalCopy, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	ids := m.approvals[id]
-	if len(ids) == 0 {
-		return 0, nil, fmt.Errorf("approval messages %s: %w", id, prompt.ErrNotFound)
+	copies := m.approvals[id]
+	if len(copies) == 0 {
+		return nil, fmt.Errorf("approval messages %s: %w", id, prompt.ErrNotFound)
 	}
-	return m.chatOf[id], append([]int(nil), ids...), nil
+	return slices.Clone(copies), nil
 }
 
 func (m *memStore) ApprovalByMessage(_ context.Context, chat int64, msg int) (string, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"tollgate/bot"
 	"tollgate/bot/telegramtest"
+	"tollgate/prompt"
 	"tollgate/prompt/prompttest"
 )
 
@@ -242,9 +244,10 @@ func TestPressOnAnUnrecordedCopyEditsAndRecordsIt(t *testing.T) {
 	h.srv.WaitCall(t, wait, telegramtest.Method("editMessageText", telegramtest.Succeeded, messageID(kept.ID)))
 	mustBeClosed(t, h.srv, alice.ID, lost.ID, "Approved by Alice (111)")
 	mustBeClosed(t, h.srv, alice.ID, kept.ID, "Approved by Alice (111)")
-	chat, ids, err := h.store.ApprovalMessages(context.Background(), strings.TrimPrefix(approve, "a:"))
-	if err != nil || chat != alice.ID || len(ids) != 2 || ids[0] != kept.ID || ids[1] != lost.ID {
-		t.Errorf("ApprovalMessages = %d %v %v, want chat %d with %d then %d", chat, ids, err, alice.ID, kept.ID, lost.ID)
+	copies, err := h.store.ApprovalMessages(context.Background(), strings.TrimPrefix(approve, "a:"))
+	want := []prompt.ApprovalCopy{{ChatID: alice.ID, MessageID: kept.ID}, {ChatID: alice.ID, MessageID: lost.ID}}
+	if err != nil || !slices.Equal(copies, want) {
+		t.Errorf("ApprovalMessages = %v %v, want %v", copies, err, want)
 	}
 	h.srv.WaitCall(t, wait, telegramtest.Method("sendMessage", telegramtest.Succeeded, textHas("done")))
 }

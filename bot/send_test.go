@@ -55,8 +55,8 @@ func (nopStore) ChatOf(context.Context, string) (int64, error) { return 0, promp
 func (nopStore) AddApprovalMessage(context.Context, string, int64, int) error {
 	return nil
 }
-func (nopStore) ApprovalMessages(context.Context, string) (int64, []int, error) {
-	return 0, nil, prompt.ErrNotFound
+func (nopStore) ApprovalMessages(context.Context, string) ([]prompt.ApprovalCopy, error) {
+	return nil, prompt.ErrNotFound
 }
 func (nopStore) ApprovalByMessage(context.Context, int64, int) (string, error) {
 	return "", prompt.ErrNotFound

@@ -113,37 +113,32 @@ func (db *DB) addMessage(ctx context.Context, kind, approvalID string, chatID in
 	return nil
 }
 
-// ApprovalMessages returns the chat and IDs of every message that shows
-// approvalID, oldest first; an error wrapping prompt.ErrNotFound if there
-// are none. Should copies sit in several chats, only the first chat's are
-// returned: an approval belongs to one conversation, hence one chat.
-func (db *DB) ApprovalMessages(ctx context.Context, approvalID string) (chatID int64, messageIDs []int, err error) {
+// ApprovalMessages returns every message that shows approvalID, in every
+// chat that holds one, oldest first; an error wrapping prompt.ErrNotFound
+// if there are none. Copies sit in several chats when a group's request is
+// sent to each approver privately: a decision edits them all.
+func (db *DB) ApprovalMessages(ctx context.Context, approvalID string) ([]prompt.ApprovalCopy, error) {
 	rows, err := db.reader.QueryContext(ctx, `SELECT chat_id, message_id FROM approval_messages
 		WHERE approval_id = ? AND kind = 'request' ORDER BY seq`, approvalID)
 	if err != nil {
-		return 0, nil, fmt.Errorf("messages of approval %s: %w", approvalID, err)
+		return nil, fmt.Errorf("messages of approval %s: %w", approvalID, err)
 	}
 	defer rows.Close()
+	var copies []prompt.ApprovalCopy
 	for rows.Next() {
-		var chat int64
-		var msg int
-		if err := rows.Scan(&chat, &msg); err != nil {
-			return 0, nil, fmt.Errorf("messages of approval %s: %w", approvalID, err)
+		var c prompt.ApprovalCopy
+		if err := rows.Scan(&c.ChatID, &c.MessageID); err != nil {
+			return nil, fmt.Errorf("messages of approval %s: %w", approvalID, err)
 		}
-		if len(messageIDs) == 0 {
-			chatID = chat
-		}
-		if chat == chatID {
-			messageIDs = append(messageIDs, msg)
-		}
+		copies = append(copies, c)
 	}
 	if err := rows.Err(); err != nil {
-		return 0, nil, fmt.Errorf("messages of approval %s: %w", approvalID, err)
+		return nil, fmt.Errorf("messages of approval %s: %w", approvalID, err)
 	}
-	if len(messageIDs) == 0 {
-		return 0, nil, fmt.Errorf("messages of approval %s: %w", approvalID, prompt.ErrNotFound)
+	if len(copies) == 0 {
+		return nil, fmt.Errorf("messages of approval %s: %w", approvalID, prompt.ErrNotFound)
 	}
-	return chatID, messageIDs, nil
+	return copies, nil
 }
 
 // ApprovalByMessage returns the approval shown by message messageID in

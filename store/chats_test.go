@@ -56,7 +56,7 @@ func TestApprovalMessages(t *testing.T) {
 		}
 	}
 	const a1, a2 = "appr0000000000001", "appr0000000000002"
-	if _, _, err := db.ApprovalMessages(ctx, a1); !errors.Is(err, prompt.ErrNotFound) {
+	if _, err := db.ApprovalMessages(ctx, a1); !errors.Is(err, prompt.ErrNotFound) {
 		t.Fatalf("no messages yet: %v", err)
 	}
 	// Re-sent after restarts: newer messages, some recorded twice.
@@ -68,9 +68,10 @@ func TestApprovalMessages(t *testing.T) {
 	if err := db.AddApprovalMessage(ctx, a2, 77, 40); err != nil {
 		t.Fatal(err)
 	}
-	chat, msgs, err := db.ApprovalMessages(ctx, a1)
-	if err != nil || chat != 77 || !reflect.DeepEqual(msgs, []int{30, 10, 20}) {
-		t.Fatalf("messages = %d %v %v; want 77 [30 10 20] (oldest first)", chat, msgs, err)
+	copies, err := db.ApprovalMessages(ctx, a1)
+	want := []prompt.ApprovalCopy{{ChatID: 77, MessageID: 30}, {ChatID: 77, MessageID: 10}, {ChatID: 77, MessageID: 20}}
+	if err != nil || !reflect.DeepEqual(copies, want) {
+		t.Fatalf("messages = %v %v; want %v (oldest first)", copies, err, want)
 	}
 	for m, want := range map[int]string{30: a1, 10: a1, 40: a2} {
 		if got, err := db.ApprovalByMessage(ctx, 77, m); err != nil || got != want {
@@ -89,6 +90,43 @@ func TestApprovalMessages(t *testing.T) {
 	}
 	if got, _ := db.ApprovalByMessage(ctx, 77, 30); got != a1 {
 		t.Errorf("message 30 now shows %s", got)
+	}
+}
+
+// TestApprovalMessagesInSeveralChats: a group's request sent to each
+// approver privately has copies in several chats; all are returned, in the
+// order they were recorded, and each chat's message IDs stay its own.
+func TestApprovalMessagesInSeveralChats(t *testing.T) {
+	ctx := context.Background()
+	db, _ := openTemp(t)
+	const a1, a2 = "appr0000000000001", "appr0000000000002"
+	for _, id := range []string{a1, a2} {
+		if err := db.CreatePrompt(ctx, gatedPrompt("p"+id, "conv"+id, id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The group's copy, then one in each approver's private chat; message 5
+	// exists in both private chats, as per-chat IDs allow.
+	for _, c := range []prompt.ApprovalCopy{{ChatID: -100500, MessageID: 9}, {ChatID: 111, MessageID: 5}, {ChatID: 222, MessageID: 5}, {ChatID: 111, MessageID: 5}} {
+		if err := db.AddApprovalMessage(ctx, a1, c.ChatID, c.MessageID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.AddApprovalMessage(ctx, a2, 111, 6); err != nil {
+		t.Fatal(err)
+	}
+	copies, err := db.ApprovalMessages(ctx, a1)
+	want := []prompt.ApprovalCopy{{ChatID: -100500, MessageID: 9}, {ChatID: 111, MessageID: 5}, {ChatID: 222, MessageID: 5}}
+	if err != nil || !reflect.DeepEqual(copies, want) {
+		t.Fatalf("copies = %v, %v; want %v", copies, err, want)
+	}
+	for _, c := range want {
+		if got, err := db.ApprovalByMessage(ctx, c.ChatID, c.MessageID); err != nil || got != a1 {
+			t.Errorf("message %d of chat %d shows %q, %v; want %s", c.MessageID, c.ChatID, got, err, a1)
+		}
+	}
+	if err := db.AddApprovalMessage(ctx, a2, 222, 5); err == nil {
+		t.Error("a private chat's copy of one approval was recorded for another")
 	}
 }
 

@@ -172,6 +172,9 @@ func (s *Server) chatOfLocked(c Call) (*chat, *apiError) {
 	}
 	ch := s.chats[id]
 	if ch == nil {
+		if aerr := s.unreachableLocked(id); aerr != nil {
+			return nil, aerr
+		}
 		return nil, badRequest("chat not found")
 	}
 	return ch, nil

@@ -156,7 +156,8 @@ type Server struct {
 	allowedUpdates []string
 	poller         chan struct{} // closed to end the running getUpdates
 	chats          map[int64]*chat
-	callbacks      map[string]bool // query ID → answered
+	users          map[int64]models.User // everyone seen, in any chat
+	callbacks      map[string]bool       // query ID → answered
 	nextCallback   int
 	nextFile       int
 	commands       []models.BotCommand
@@ -187,6 +188,7 @@ func NewServer(t testing.TB, token string) *Server {
 		changed:      make(chan struct{}),
 		faults:       map[string][]Fault{},
 		chats:        map[int64]*chat{},
+		users:        map[int64]models.User{},
 		callbacks:    map[string]bool{},
 		sent:         map[int64]*models.Update{},
 		nextUpdateID: 1000,
@@ -381,11 +383,12 @@ func (s *Server) KnownChat(chatID int64, from models.User) {
 }
 
 func (s *Server) chatLocked(chatID int64, from models.User) *chat {
+	s.users[from.ID] = from
 	c := s.chats[chatID]
 	if c == nil {
 		info := models.Chat{ID: chatID, Type: models.ChatTypePrivate, FirstName: from.FirstName, LastName: from.LastName, Username: from.Username}
 		if chatID != from.ID {
-			info = models.Chat{ID: chatID, Type: models.ChatTypeGroup, Title: fmt.Sprintf("Group %d", chatID)}
+			info = groupInfo(chatID)
 		}
 		c = &chat{info: info, nextID: 1, messages: map[int]*models.Message{}}
 		s.chats[chatID] = c
@@ -468,8 +471,9 @@ func (s *Server) AwaitDeliveries(timeout time.Duration, n int, match func(Delive
 }
 
 // UserMessage makes user from send text to chat chatID (a private chat when
-// chatID is from.ID) and queues the update. A leading /command gets its
-// bot_command entity, as Telegram adds it.
+// chatID is from.ID, else a group: see groups.go) and queues the update. A
+// leading /command gets its bot_command entity and each @username a
+// mention entity, as Telegram adds them.
 func (s *Server) UserMessage(chatID int64, from models.User, text string) models.Message {
 	return s.userMessage(chatID, from, 0, text)
 }
@@ -480,6 +484,12 @@ func (s *Server) UserReply(chatID int64, from models.User, replyTo int, text str
 }
 
 func (s *Server) userMessage(chatID int64, from models.User, replyTo int, text string) models.Message {
+	return s.userMessageWith(chatID, from, replyTo, text, nil)
+}
+
+// userMessageWith is userMessage with a last change to the message (an
+// entity a client adds) before it is kept and queued.
+func (s *Server) userMessageWith(chatID int64, from models.User, replyTo int, text string, change func(*models.Message)) models.Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.chatLocked(chatID, from)
@@ -492,6 +502,7 @@ func (s *Server) userMessage(chatID int64, from models.User, replyTo int, text s
 		}
 		m.Entities = []models.MessageEntity{{Type: models.MessageEntityTypeBotCommand, Offset: 0, Length: utf16Len(text[:n])}}
 	}
+	m.Entities = append(m.Entities, mentions(text)...)
 	if replyTo != 0 {
 		orig := c.messages[replyTo]
 		if orig == nil {
@@ -500,6 +511,9 @@ func (s *Server) userMessage(chatID int64, from models.User, replyTo int, text s
 			cp := *orig
 			m.ReplyToMessage = &cp
 		}
+	}
+	if change != nil {
+		change(m)
 	}
 	c.messages[m.ID] = m
 	cp := *m

@@ -13,6 +13,7 @@ import (
 
 	"github.com/caarlos0/env/v11"
 
+	"tollgate/bot"
 	"tollgate/llm"
 	"tollgate/prompt"
 	"tollgate/tools/files"
@@ -65,7 +66,10 @@ type config struct {
 	ApprovalQuorum    int    `env:"APPROVAL_QUORUM"`
 	ApprovalSelf      bool   `env:"APPROVAL_SELF" envDefault:"true"`
 	// ApprovalRules: the operator's rules file; empty: none.
-	ApprovalRules        string   `env:"APPROVAL_RULES"`
+	ApprovalRules string `env:"APPROVAL_RULES"`
+	// ApprovalNotify: where a group's requests are shown, chat (empty) or
+	// dm; bot.New owns the default.
+	ApprovalNotify       string   `env:"APPROVAL_NOTIFY"`
 	DatabasePath         string   `env:"DATABASE_PATH" envDefault:"data/tollgate.db"`
 	WebfetchDomains      []string `env:"WEBFETCH_ALLOWED_DOMAINS" envSeparator:","`
 	WebfetchAllowPrivate bool     `env:"WEBFETCH_ALLOW_PRIVATE"`
@@ -94,6 +98,7 @@ type config struct {
 	mode         prompt.Mode
 	roots        []files.Root
 	approvers    []int64
+	notify       bot.Notify
 }
 
 // loadConfig reads the environment through getenv and checks every value,
@@ -203,6 +208,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if cfg.mode, err = prompt.ParseMode(cfg.ApprovalMode); err != nil {
 		errs = append(errs, fmt.Errorf("APPROVAL_MODE: %w", err))
+	}
+	if cfg.notify, err = bot.ParseNotify(cfg.ApprovalNotify); err != nil {
+		errs = append(errs, fmt.Errorf("APPROVAL_NOTIFY: %w", err))
 	}
 	if cfg.AgentWorkers < 0 {
 		errs = append(errs, fmt.Errorf("AGENT_WORKERS: %d must not be negative (leave it unset for the default)", cfg.AgentWorkers))
@@ -331,6 +339,7 @@ func (c config) summary() []any {
 		"shell_dir", c.ShellDir,
 		"shell_timeout", orDefault(c.ShellTimeout),
 		"shell_env", c.ShellEnv,
+		"approval_notify", c.notify,
 		"database_path", c.DatabasePath,
 		"webfetch_allowed_domains", c.WebfetchDomains,
 		"webfetch_allow_private", c.WebfetchAllowPrivate,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/caarlos0/env/v11"
 
+	"tollgate/bot"
 	"tollgate/llm"
 )
 
@@ -132,13 +133,14 @@ func TestConfigParsesEveryVariable(t *testing.T) {
 		"WEBHOOK_URL":              "https://bot.example.com/hook",
 		"WEBHOOK_SECRET":           "s3cret_-",
 		"LISTEN_ADDR":              ":8080",
+		"APPROVAL_NOTIFY":          "dm",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(cfg.allowedUsers) != 2 || cfg.allowedUsers[0] != 42 || cfg.allowedUsers[1] != 7 ||
 		len(cfg.WebfetchDomains) != 2 || !cfg.WebfetchAllowPrivate || cfg.logLevel.String() != "DEBUG" ||
-		cfg.LLMSystemPrompt != "be brief" || cfg.LLMModel != "llama3.1" {
+		cfg.LLMSystemPrompt != "be brief" || cfg.LLMModel != "llama3.1" || cfg.notify != bot.NotifyDM {
 		t.Fatalf("cfg = %+v", cfg)
 	}
 	for _, kv := range cfg.summary() {
@@ -159,6 +161,7 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "LLM_BASE_URL": "localhost:11434"}, "LLM_BASE_URL"},
 		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "TELEGRAM_API_URL": "ftp://x"}, "TELEGRAM_API_URL"},
 		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "LOG_LEVEL": "loud"}, "LOG_LEVEL"},
+		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "APPROVAL_NOTIFY": "group"}, `APPROVAL_NOTIFY: "group" is not one of chat, dm`},
 		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "WEBFETCH_ALLOW_PRIVATE": "yes please"}, `WEBFETCH_ALLOW_PRIVATE: "yes please" is not a valid boolean`},
 		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "SHUTDOWN_TIMEOUT": "soon"}, `SHUTDOWN_TIMEOUT: "soon" is not a valid duration`},
 		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "SHUTDOWN_TIMEOUT": "0s"}, "SHUTDOWN_TIMEOUT must be positive"},
@@ -256,5 +259,27 @@ func TestDocsMatchConfig(t *testing.T) {
 	}
 	if table["LLM_BASE_URL"] != "`"+llm.DefaultBaseURL+"`" {
 		t.Errorf("README shows LLM_BASE_URL's default as %s; llm.DefaultBaseURL is %s", table["LLM_BASE_URL"], llm.DefaultBaseURL)
+	}
+}
+
+func TestApprovalNotify(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		want  bot.Notify
+		err   string
+	}{
+		{"", bot.NotifyChat, ""}, // unset: in the chat, as bot.New defaults
+		{"chat", bot.NotifyChat, ""},
+		{"dm", bot.NotifyDM, ""},
+		{"DM", "", `APPROVAL_NOTIFY: "DM" is not one of chat, dm`},
+		{"email", "", `APPROVAL_NOTIFY: "email" is not one of chat, dm`},
+	} {
+		cfg, err := loadConfig(envOf(map[string]string{"TELEGRAM_BOT_TOKEN": "t", "APPROVAL_NOTIFY": tc.value}))
+		switch {
+		case tc.err == "" && (err != nil || cfg.notify != tc.want):
+			t.Errorf("APPROVAL_NOTIFY=%q: %q, %v; want %q", tc.value, cfg.notify, err, tc.want)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("APPROVAL_NOTIFY=%q: %v; want an error with %q", tc.value, err, tc.err)
+		}
 	}
 }

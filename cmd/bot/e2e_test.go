@@ -342,6 +342,7 @@ func TestStartupErrorsNameWhatToFix(t *testing.T) {
 	}{
 		{"missing token", func(env map[string]string) { delete(env, "TELEGRAM_BOT_TOKEN") }, "TELEGRAM_BOT_TOKEN is required"},
 		{"bad allowed users", func(env map[string]string) { env["TELEGRAM_ALLOWED_USERS"] = "4242,alice" }, `TELEGRAM_ALLOWED_USERS: "alice" is not a numeric Telegram user ID`},
+		{"bad approval notify", func(env map[string]string) { env["APPROVAL_NOTIFY"] = "pigeon" }, `APPROVAL_NOTIFY: "pigeon" is not one of chat, dm`},
 		{"database is not a database", func(env map[string]string) {
 			path := filepath.Join(t.TempDir(), "junk.db")
 			if err := os.WriteFile(path, []byte("this is not sqlite, it is a shopping list"), 0o600); err != nil {

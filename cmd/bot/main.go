@@ -204,6 +204,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		// Who may decide is the bot's to check; the quorum is the core's.
 		Approvers:      cfg.approvers,
 		NoSelfApproval: !cfg.ApprovalSelf,
+		Notify:         cfg.notify,
 	})
 	if err != nil {
 		return fmt.Errorf("telegram: %w", err)
