@@ -53,11 +53,25 @@ func Load(path string, tools []Tool) (*Rules, error) {
 // one of them (or a prefix of some) and only fields they all have. name is
 // used in errors and in Rule.File. It returns every problem found.
 func Parse(name string, data []byte, tools []Tool) (*Rules, error) {
-	reg, err := registry(tools)
+	var families, known []Tool
+	for _, t := range tools {
+		if t.Family {
+			families = append(families, t)
+		} else {
+			known = append(known, t)
+		}
+	}
+	reg, err := registry(known)
 	if err != nil {
 		return nil, err
 	}
 	p := &parse{rules: &Rules{file: name, tools: reg}}
+	for _, f := range families {
+		if f.Name == "" || strings.Contains(f.Name, "*") {
+			return nil, fmt.Errorf("policy: family %q must be a plain prefix", f.Name)
+		}
+		p.rules.families = append(p.rules.families, f.Name)
+	}
 	p.file(name, data)
 	if len(p.errs) > 0 {
 		return nil, errors.Join(p.errs...)
@@ -337,6 +351,16 @@ func (p *parse) toolsFor(r *Rule, at ast.Node) []string {
 	}
 	sort.Strings(all)
 	sort.Strings(names)
+	for _, f := range p.rules.families {
+		// A rule within a family, or a prefix over one, names tools that
+		// are known only later: accepted, its fields matched as Text.
+		if strings.HasPrefix(r.name, f) || r.prefix && strings.HasPrefix(f, r.name) {
+			r.family = true
+		}
+	}
+	if len(names) == 0 && r.family {
+		return []string{}
+	}
 	if len(names) == 0 {
 		if r.prefix {
 			p.errorf(at, "no known tool starts with %q (tools: %s)", r.name, strings.Join(all, ", "))
@@ -363,10 +387,13 @@ func fieldNames(fields map[string]Kind) string {
 func (p *parse) field(r *Rule, tools []string, kv *ast.MappingValueNode) {
 	name := kv.Key.(*ast.StringNode).Value
 	patterns, nodes := p.patterns(name, kv.Value)
-	if len(tools) == 0 {
+	if tools == nil {
 		return // the tool is wrong; the field cannot be checked
 	}
 	kinds := map[Kind]bool{}
+	if r.family {
+		kinds[Text] = true
+	}
 	for _, t := range tools {
 		k, ok := p.rules.tools[t][name]
 		if !ok {

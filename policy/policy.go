@@ -32,6 +32,10 @@ func (k Kind) String() string {
 type Tool struct {
 	Name   string
 	Fields map[string]Kind
+	// Family marks Name as the prefix of tools not known until they
+	// appear ("mcp.github." for an MCP server's): rules may name them, or
+	// a prefix of them, and any field, matched as Text.
+	Family bool
 }
 
 // Action is what a rule, or a Decision, says to do with a tool call.
@@ -63,6 +67,7 @@ type Rule struct {
 	prefix bool             // Tool ends in '*': match names starting with toolName
 	name   string           // Tool without its '*'
 	fields []*fieldPatterns // sorted by name
+	family bool             // names tools of a family (Tool.Family)
 }
 
 type fieldPatterns struct {
@@ -114,8 +119,9 @@ type Decision struct {
 // Rules is a parsed rules file. It is not changed after Parse, so one Rules
 // may be used from many goroutines at once. A nil *Rules has no rules.
 type Rules struct {
-	file  string
-	tools map[string]map[string]Kind
+	file     string
+	tools    map[string]map[string]Kind
+	families []string // prefixes of tools known only later (Tool.Family)
 	lists [len(lists)][]*Rule
 }
 
@@ -186,6 +192,9 @@ func (r *Rules) check(rule *Rule, tool string, fields map[string]string) (bool, 
 		return false, fmt.Sprintf("tool %q is not %q", tool, rule.name)
 	}
 	kinds, known := r.tools[tool]
+	if !known && r.family(tool) {
+		known = true // every field of a family member is Text: kinds[f] is Text, the zero Kind
+	}
 	if !known {
 		// A tool the rules were not loaded with: its fields have no kind to
 		// match by. Only deny and ask rules that name no field apply.
@@ -228,6 +237,17 @@ func (r *Rules) check(rule *Rule, tool string, fields map[string]string) (bool, 
 		parts = append(parts, fmt.Sprintf("%s %q matches %q", fp.name, v, fp.patterns[matched]))
 	}
 	return true, strings.Join(parts, ", ")
+}
+
+// family reports whether tool belongs to a family of tools known only
+// later.
+func (r *Rules) family(tool string) bool {
+	for _, f := range r.families {
+		if strings.HasPrefix(tool, f) {
+			return true
+		}
+	}
+	return false
 }
 
 func quoteAlternatives(ps []string) string {

@@ -59,13 +59,62 @@ func (c Checker) Check(tool string, fields map[string]string) prompt.Verdict {
 // DenyTools removes from tools those that patterns name (a tool name, or a
 // prefix ending in '*'), so that the model is never offered them. A pattern
 // with '*' elsewhere, or one that names no tool, is an error: a typo must
-// not leave a tool the operator meant to block on offer.
-func DenyTools(tools []*prompt.Tool, patterns []string) ([]*prompt.Tool, error) {
-	type pat struct {
-		raw, prefix string
-		star, used  bool
+// not leave a tool the operator meant to block on offer. A pattern within
+// one of families (prefixes of tools known only later, an MCP server's)
+// may name no tool yet; Denied filters those as they come.
+func DenyTools(tools []*prompt.Tool, patterns []string, families ...string) ([]*prompt.Tool, error) {
+	denied, ps, err := denier(patterns)
+	if err != nil {
+		return nil, err
 	}
-	var ps []*pat
+	used := map[string]bool{}
+	var kept []*prompt.Tool
+	for _, t := range tools {
+		if p, ok := denied(t.Name); ok {
+			used[p] = true
+			continue
+		}
+		kept = append(kept, t)
+	}
+	for _, p := range ps {
+		if used[p.raw] || p.inFamily(families) {
+			continue
+		}
+		names := make([]string, len(tools))
+		for i, t := range tools {
+			names[i] = t.Name
+		}
+		return nil, fmt.Errorf("%q names no tool (tools: %s)", p.raw, strings.Join(names, ", "))
+	}
+	return kept, nil
+}
+
+// Denied returns whether patterns (as DenyTools reads them) block a tool
+// by name: for tools that join later.
+func Denied(patterns []string) (func(name string) bool, error) {
+	denied, _, err := denier(patterns)
+	if err != nil {
+		return nil, err
+	}
+	return func(name string) bool { _, ok := denied(name); return ok }, nil
+}
+
+type denyPattern struct {
+	raw, prefix string
+	star        bool
+}
+
+func (p denyPattern) inFamily(families []string) bool {
+	for _, f := range families {
+		if strings.HasPrefix(p.prefix, f) || p.star && strings.HasPrefix(f, p.prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+func denier(patterns []string) (func(string) (string, bool), []denyPattern, error) {
+	var ps []denyPattern
 	for _, raw := range patterns {
 		p := strings.TrimSpace(raw)
 		if p == "" {
@@ -73,30 +122,16 @@ func DenyTools(tools []*prompt.Tool, patterns []string) ([]*prompt.Tool, error) 
 		}
 		prefix, star := strings.CutSuffix(p, "*")
 		if strings.Contains(prefix, "*") {
-			return nil, fmt.Errorf("%q: '*' may only end a pattern (web-fetch.*)", p)
+			return nil, nil, fmt.Errorf("%q: '*' may only end a pattern (web-fetch.*)", p)
 		}
-		ps = append(ps, &pat{raw: p, prefix: prefix, star: star})
+		ps = append(ps, denyPattern{raw: p, prefix: prefix, star: star})
 	}
-	var kept []*prompt.Tool
-	for _, t := range tools {
-		denied := false
+	return func(name string) (string, bool) {
 		for _, p := range ps {
-			if t.Name == p.prefix || (p.star && strings.HasPrefix(t.Name, p.prefix)) {
-				p.used, denied = true, true
+			if name == p.prefix || (p.star && strings.HasPrefix(name, p.prefix)) {
+				return p.raw, true
 			}
 		}
-		if !denied {
-			kept = append(kept, t)
-		}
-	}
-	for _, p := range ps {
-		if !p.used {
-			names := make([]string, len(tools))
-			for i, t := range tools {
-				names[i] = t.Name
-			}
-			return nil, fmt.Errorf("%q names no tool (tools: %s)", p.raw, strings.Join(names, ", "))
-		}
-	}
-	return kept, nil
+		return "", false
+	}, ps, nil
 }

@@ -17,6 +17,7 @@ import (
 	"tollgate/llm"
 	"tollgate/prompt"
 	"tollgate/tools/files"
+	"tollgate/tools/mcp"
 )
 
 // defaultSystemPrompt tells the agent how approvals work, so it explains
@@ -83,6 +84,10 @@ type config struct {
 	// ShellEnabled turns shell.run on; it then runs in ShellDir, for at
 	// most ShellTimeout (0: the shell package's default), with only the
 	// variables ShellEnv names (empty: its default).
+	// MCPServers is an mcpServers JSON file; MCPTimeout bounds one call
+	// of their tools (0: the mcp package's default).
+	MCPServers      string        `env:"MCP_SERVERS"`
+	MCPTimeout      time.Duration `env:"MCP_TIMEOUT"`
 	ShellEnabled    bool          `env:"SHELL_ENABLED"`
 	ShellDir        string        `env:"SHELL_DIR"`
 	ShellTimeout    time.Duration `env:"SHELL_TIMEOUT"`
@@ -97,6 +102,7 @@ type config struct {
 	logLevel     slog.Level
 	mode         prompt.Mode
 	roots        []files.Root
+	mcp          mcp.Config
 	approvers    []int64
 	notify       bot.Notify
 }
@@ -194,6 +200,14 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if cfg.roots, err = files.ParseRoots(cfg.FilesRoots); err != nil {
 		errs = append(errs, fmt.Errorf("FILES_ROOTS: %w", err))
+	}
+	if cfg.MCPServers != "" {
+		if cfg.mcp, err = mcp.ParseConfig(cfg.MCPServers); err != nil {
+			errs = append(errs, fmt.Errorf("MCP_SERVERS: %w", err))
+		}
+	}
+	if cfg.MCPTimeout < 0 {
+		errs = append(errs, fmt.Errorf("MCP_TIMEOUT: %v must not be negative (leave it empty for 60s)", cfg.MCPTimeout))
 	}
 	if cfg.ShellEnabled && strings.TrimSpace(cfg.ShellDir) == "" {
 		errs = append(errs, errors.New("SHELL_DIR is required when SHELL_ENABLED=true: the folder commands run in"))
@@ -335,6 +349,8 @@ func (c config) summary() []any {
 		"approval_deny_tools", c.ApprovalDenyTools,
 		"approval_rules", c.ApprovalRules,
 		"files_roots", c.FilesRoots,
+		"mcp_servers", c.MCPServers,
+		"mcp_timeout", orDefault(c.MCPTimeout),
 		"shell_enabled", c.ShellEnabled,
 		"shell_dir", c.ShellDir,
 		"shell_timeout", orDefault(c.ShellTimeout),

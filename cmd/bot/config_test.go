@@ -174,6 +174,8 @@ func TestConfigErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "FILES_ROOTS": "docs:/nonexistent-tollgate-dir:rw"}, "FILES_ROOTS: "},
 		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "FILES_ROOTS": "docs:/tmp:maybe"}, "FILES_ROOTS: "},
 		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "SHELL_ENABLED": "yes"}, `SHELL_ENABLED: "yes" is not a valid boolean`},
+		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "MCP_SERVERS": "/nonexistent/mcp.json"}, "MCP_SERVERS: "},
+		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "MCP_TIMEOUT": "-5s"}, "MCP_TIMEOUT: -5s must not be negative"},
 		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "SHELL_ENABLED": "true"}, "SHELL_DIR is required when SHELL_ENABLED=true"},
 		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "SHELL_TIMEOUT": "-1s"}, "SHELL_TIMEOUT: -1s must not be negative"},
 		{map[string]string{"TELEGRAM_BOT_TOKEN": "t", "SHELL_TIMEOUT": "1 minute"}, `SHELL_TIMEOUT: "1 minute" is not a valid duration`},

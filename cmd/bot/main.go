@@ -25,6 +25,7 @@ import (
 	"tollgate/prompt"
 	"tollgate/store"
 	"tollgate/tools/files"
+	"tollgate/tools/mcp"
 	"tollgate/tools/shell"
 	"tollgate/tools/webfetch"
 )
@@ -162,9 +163,34 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		tools = append(tools, sh.Tools()...)
 	}
-	tools, checker, err := operatorPolicy(cfg, tools)
+	var families []string
+	for _, srv := range cfg.mcp.Servers {
+		families = append(families, mcp.ToolName(srv.Name, ""))
+	}
+	tools, checker, denied, err := operatorPolicy(cfg, tools, families...)
 	if err != nil {
 		return err
+	}
+	var sources []prompt.ToolSource
+	var helpNotes func() []string
+	if len(cfg.mcp.Servers) > 0 {
+		// New waits for each server's first start, failed or not: a server
+		// that cannot start leaves its tools out and is retried.
+		mctx, cancel := context.WithTimeout(ctx, 2*mcp.DefaultTimeout)
+		servers, err := mcp.New(mctx, cfg.mcp, mcp.Options{Timeout: cfg.MCPTimeout, Logger: log})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("MCP servers (MCP_SERVERS=%s): %w", cfg.MCPServers, err)
+		}
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			if err := servers.Close(cctx); err != nil {
+				log.Warn("close MCP servers", "err", err)
+			}
+		}()
+		sources = append(sources, deniedSource{ToolSource: servers, denied: denied})
+		helpNotes = func() []string { return mcpNotes(servers.Status()) }
 	}
 	if cfg.mode == prompt.ModeAutoApprove {
 		log.Warn("APPROVAL_MODE=auto-approve: EVERY CALL THAT WOULD ASK RUNS WITHOUT ASKING ANYONE. Use it for development only; deny rules still apply.")
@@ -173,6 +199,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Model:   model,
 		Store:   db,
 		Tools:   tools,
+		Sources: sources,
 		Policy:  checker,
 		Mode:    cfg.mode,
 		System:  cfg.LLMSystemPrompt,
@@ -204,6 +231,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		// Who may decide is the bot's to check; the quorum is the core's.
 		Approvers:      cfg.approvers,
 		NoSelfApproval: !cfg.ApprovalSelf,
+		HelpNotes:      helpNotes,
 		Notify:         cfg.notify,
 	})
 	if err != nil {

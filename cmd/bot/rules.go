@@ -19,20 +19,31 @@ import (
 
 // operatorPolicy applies APPROVAL_DENY_TOOLS to tools and reads
 // APPROVAL_RULES against what remains, so a rule naming a blocked tool is
-// an error too. It returns the tools to offer and the rules (nil: none).
-func operatorPolicy(cfg config, tools []*prompt.Tool) ([]*prompt.Tool, prompt.Policy, error) {
-	tools, err := policy.DenyTools(tools, cfg.ApprovalDenyTools)
+// an error too. families are prefixes of tools known only later (an MCP
+// server's: "mcp.NAME."), which rules and the deny list may name before
+// they appear. It returns the tools to offer, the rules (nil: none) and
+// whether a tool that joins later is blocked.
+func operatorPolicy(cfg config, tools []*prompt.Tool, families ...string) ([]*prompt.Tool, prompt.Policy, func(string) bool, error) {
+	tools, err := policy.DenyTools(tools, cfg.ApprovalDenyTools, families...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("APPROVAL_DENY_TOOLS: %w", err)
+		return nil, nil, nil, fmt.Errorf("APPROVAL_DENY_TOOLS: %w", err)
+	}
+	denied, err := policy.Denied(cfg.ApprovalDenyTools)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("APPROVAL_DENY_TOOLS: %w", err) // not reached: checked above
 	}
 	if cfg.ApprovalRules == "" {
-		return tools, nil, nil
+		return tools, nil, denied, nil
 	}
-	rules, err := policy.Load(cfg.ApprovalRules, policy.ToolsOf(tools))
+	desc := policy.ToolsOf(tools)
+	for _, f := range families {
+		desc = append(desc, policy.Tool{Name: f, Family: true})
+	}
+	rules, err := policy.Load(cfg.ApprovalRules, desc)
 	if err != nil {
-		return nil, nil, fmt.Errorf("APPROVAL_RULES: %w", err)
+		return nil, nil, nil, fmt.Errorf("APPROVAL_RULES: %w", err)
 	}
-	return tools, policy.Checker{Rules: rules}, nil
+	return tools, policy.Checker{Rules: rules}, denied, nil
 }
 
 // allTools is every tool Tollgate can offer, whether or not this

@@ -106,7 +106,7 @@ func TestPolicyVariablesNameThemselvesInErrors(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %v", tc.env, err)
 		}
-		_, _, err = operatorPolicy(cfg, tools)
+		_, _, _, err = operatorPolicy(cfg, tools)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v, want %q", tc.env, err, tc.want)
 		}
@@ -116,7 +116,7 @@ func TestPolicyVariablesNameThemselvesInErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kept, checker, err := operatorPolicy(cfg, tools)
+	kept, checker, _, err := operatorPolicy(cfg, tools)
 	if err != nil || len(kept) != 8 || checker == nil { // web-fetch's 4 less the 2 blocked, the 5 file tools and shell.run
 		t.Fatalf("kept %d tools, checker %v, err %v", len(kept), checker, err)
 	}
