@@ -122,7 +122,7 @@ type Rules struct {
 	file     string
 	tools    map[string]map[string]Kind
 	families []string // prefixes of tools known only later (Tool.Family)
-	lists [len(lists)][]*Rule
+	lists    [len(lists)][]*Rule
 }
 
 // Len is the number of rules in all three lists.
