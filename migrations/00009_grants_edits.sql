@@ -34,8 +34,16 @@ INSERT INTO approvals_new (id, prompt_id, tool_call_id, tool_name, input, reason
     SELECT id, prompt_id, tool_call_id, tool_name, input, reason, status, requested_at,
         decided_by, decided_at, note, created_at, updated_at, expires_at, remind_at, input_hash
     FROM approvals ORDER BY rowid;
+-- approval_messages refers to approvals, and the store enforces foreign
+-- keys (which a transaction cannot turn off): dropping a table whose rows
+-- are referred to fails. The messages step aside, keeping their seq, while
+-- the table is swapped.
+CREATE TABLE approval_messages_keep AS SELECT * FROM approval_messages;
+DELETE FROM approval_messages;
 DROP TABLE approvals;
 ALTER TABLE approvals_new RENAME TO approvals;
+INSERT INTO approval_messages SELECT * FROM approval_messages_keep ORDER BY seq;
+DROP TABLE approval_messages_keep;
 CREATE INDEX approvals_call ON approvals (prompt_id, tool_call_id, seq);
 CREATE UNIQUE INDEX approvals_one_live ON approvals (prompt_id, tool_call_id) WHERE status <> 'edited';
 CREATE INDEX approvals_status ON approvals (status);
@@ -151,8 +159,15 @@ INSERT INTO approvals_old (id, prompt_id, tool_call_id, tool_name, input, reason
     SELECT id, prompt_id, tool_call_id, tool_name, input, reason, status, requested_at,
         decided_by, decided_at, note, created_at, updated_at, expires_at, remind_at, input_hash
     FROM approvals WHERE status <> 'edited' ORDER BY seq;
+-- As going up: the messages step aside while the table is swapped; those
+-- of edited approvals go with them.
+CREATE TABLE approval_messages_keep AS SELECT * FROM approval_messages
+    WHERE approval_id IN (SELECT id FROM approvals_old);
+DELETE FROM approval_messages;
 DROP TABLE approvals;
 ALTER TABLE approvals_old RENAME TO approvals;
+INSERT INTO approval_messages SELECT * FROM approval_messages_keep ORDER BY seq;
+DROP TABLE approval_messages_keep;
 CREATE INDEX approvals_status ON approvals (status);
 CREATE INDEX approvals_expiry ON approvals (expires_at) WHERE status = 'pending' AND expires_at IS NOT NULL;
 CREATE INDEX approvals_reminder ON approvals (remind_at) WHERE status = 'pending' AND remind_at IS NOT NULL;

@@ -369,8 +369,10 @@ func (s *Service) Request(ctx context.Context, approvalID string) (ApprovalReque
 	if i < 0 {
 		return ApprovalRequest{}, ApprovalRef{}, fmt.Errorf("request %s: its call %s is not in prompt %s: %w", approvalID, ref.CallID, p.ID, ErrNotFound)
 	}
-	if a := p.Output[i].Call.Approval; a == nil || a.ID != approvalID {
+	if a := p.Output[i].Call.Approval; a == nil || a.ID != approvalID || a.Status == ApprovalEdited {
 		// A request the call left behind (it was edited): as it was shown.
+		// Until the edited call asks again the call still carries this
+		// approval, but its input may be the edited one already.
 		return ApprovalRequest{PromptID: p.ID, ConversationID: p.ConversationID, ApprovalID: approvalID,
 			ToolCallID: ref.CallID, ToolName: ref.ToolName, Input: json.RawMessage(ref.Input), Reason: ref.Reason,
 			RequestedAt: ref.RequestedAt, InputHash: ref.InputHash, Author: p.Author, Quorum: s.quorum, Votes: ref.Votes}, ref, nil

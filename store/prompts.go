@@ -181,8 +181,11 @@ func (db *DB) saveApproval(ctx context.Context, tx *sql.Tx, promptID string, c *
 	_, err = tx.StmtContext(ctx, db.stmt.insertApproval).ExecContext(ctx,
 		a.ID, promptID, c.ID, c.Name, c.Input(), a.Reason, formatTime(a.RequestedAt), a.Note, now, now,
 		nullMillis(a.ExpiresAt), nullMillis(a.RemindAt), a.InputHash)
-	if isUnique(err, "approvals.") {
+	if isUnique(err, "approvals.id") {
 		return fmt.Errorf("save approval %s: the ID belongs to another call", a.ID)
+	}
+	if isUnique(err, "approvals.prompt_id") { // approvals_one_live
+		return fmt.Errorf("save approval %s: call %s has a live approval already", a.ID, c.ID)
 	}
 	if err != nil {
 		return fmt.Errorf("insert approval %s: %w", a.ID, err)
