@@ -167,11 +167,11 @@ func TestEditMessagesAreKeptApartFromRequestCopies(t *testing.T) {
 	if _, err := db.ApprovalByMessage(ctx, 77, 11); !errors.Is(err, prompt.ErrNotFound) {
 		t.Errorf("an edit message read as a request copy: %v", err)
 	}
-	chat, msgs, err := db.ApprovalMessages(ctx, a1)
-	if err != nil || chat != 77 || !reflect.DeepEqual(msgs, []int{10, 12}) {
-		t.Fatalf("request copies of a1 = %d %v %v; want 77 [10 12]", chat, msgs, err)
+	copies, err := db.ApprovalMessages(ctx, a1)
+	if want := []prompt.ApprovalCopy{{ChatID: 77, MessageID: 10}, {ChatID: 77, MessageID: 12}}; err != nil || !reflect.DeepEqual(copies, want) {
+		t.Fatalf("request copies of a1 = %v %v; want %v", copies, err, want)
 	}
-	if _, _, err := db.ApprovalMessages(ctx, a2); !errors.Is(err, prompt.ErrNotFound) {
+	if _, err := db.ApprovalMessages(ctx, a2); !errors.Is(err, prompt.ErrNotFound) {
 		t.Fatalf("an approval with only an edit message has request copies: %v", err)
 	}
 	if err := db.AddEditMessage(ctx, "missing", 77, 50); !errors.Is(err, prompt.ErrNotFound) {

@@ -121,9 +121,9 @@ func TestMigration9KeepsApprovalsMessagesAndOutbox(t *testing.T) {
 		t.Fatalf("foreign key check after the upgrade: %d problems, %v", fkProblems, err)
 	}
 
-	chat, msgs, err := db.ApprovalMessages(ctx, "aawaiting0000001")
-	if err != nil || chat != 11 || !reflect.DeepEqual(msgs, []int{100, 101}) {
-		t.Fatalf("messages of the waiting approval: %d %v %v", chat, msgs, err)
+	copies, err := db.ApprovalMessages(ctx, "aawaiting0000001")
+	if want := []prompt.ApprovalCopy{{ChatID: 11, MessageID: 100}, {ChatID: 11, MessageID: 101}}; err != nil || !reflect.DeepEqual(copies, want) {
+		t.Fatalf("messages of the waiting approval: %v %v", copies, err)
 	}
 	if got, err := db.ApprovalByMessage(ctx, 22, 200); err != nil || got != "zzdone0000000001" {
 		t.Fatalf("approval of message 200: %q, %v", got, err)
