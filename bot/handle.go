@@ -302,15 +302,7 @@ func (b *Bot) grantList(ctx context.Context, conv string) (string, keyboard, err
 
 // grantLine says what a grant covers, where, until when and from whom.
 func grantLine(g prompt.Grant) string {
-	where := "this chat"
-	if g.ConversationID == "" {
-		where = "every chat"
-	}
-	until := "until revoked"
-	if !g.ExpiresAt.IsZero() {
-		until = "until " + g.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC")
-	}
-	return clipExact(g.Label, maxReasonLength) + "; " + where + ", " + until + "; by " + clip(g.By, maxByLength)
+	return clipExact(g.Label, maxReasonLength) + "; " + g.Where() + ", " + g.Until() + "; by " + clip(g.By, maxByLength)
 }
 
 // revoke handles a /grants list's button: it ends the grant and shows the

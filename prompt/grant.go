@@ -119,15 +119,24 @@ func (s *Service) ApproveAlways(ctx context.Context, approvalID, by string, spec
 // line: "and from now on: fetches from example.com, in this chat, until
 // 2026-11-24 15:04 UTC".
 func GrantNote(g Grant) string {
-	where := "in this chat"
+	return "and from now on: " + g.Label + ", in " + g.Where() + ", " + g.Until()
+}
+
+// Where says which chats g covers: "this chat" or "every chat".
+func (g Grant) Where() string {
 	if g.ConversationID == "" {
-		where = "in every chat"
+		return "every chat"
 	}
-	until := "until revoked"
-	if !g.ExpiresAt.IsZero() {
-		until = "until " + g.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC")
+	return "this chat"
+}
+
+// Until says how long g lasts: "until revoked", or "until" and its
+// expiry in UTC to the minute.
+func (g Grant) Until() string {
+	if g.ExpiresAt.IsZero() {
+		return "until revoked"
 	}
-	return "and from now on: " + g.Label + ", " + where + ", " + until
+	return "until " + g.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC")
 }
 
 // Grants returns the grants in force for conversationID: its own and
