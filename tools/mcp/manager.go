@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"syscall"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -229,6 +230,7 @@ type server struct {
 	tools   []*prompt.Tool
 	err     string
 	since   time.Time
+	proc    *exec.Cmd // a stdio server's process, until reaped
 }
 
 func newServer(m *Manager, cfg Server) *server {
@@ -275,9 +277,11 @@ func (s *server) run(ctx context.Context) {
 			if sess != nil {
 				_ = sess.Close()
 			}
+			s.reap()
 			return
 		}
 		if err != nil {
+			s.reap()
 			attempt++
 			s.setDown(err.Error())
 			log.Warn("MCP server did not start; trying again", "attempt", attempt, "err", err)
@@ -292,6 +296,7 @@ func (s *server) run(ctx context.Context) {
 		s.m.changed()
 		first()
 		why := s.serve(ctx, sess, log)
+		s.reap()
 		if ctx.Err() != nil {
 			s.setDown("stopped: the bot is shutting down")
 			return
@@ -299,6 +304,19 @@ func (s *server) run(ctx context.Context) {
 		attempt++
 		s.setDown(why)
 		log.Warn("MCP server stopped; restarting", "err", why)
+	}
+}
+
+// reap kills what is left of a stdio server's process group once its
+// session ended: the SDK stops the server process alone, and a child it
+// started would outlive it, and the bot.
+func (s *server) reap() {
+	s.mu.Lock()
+	cmd := s.proc
+	s.proc = nil
+	s.mu.Unlock()
+	if cmd != nil && cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // ESRCH: nothing left
 	}
 }
 
@@ -311,6 +329,12 @@ func (s *server) start(ctx context.Context) (*sdk.ClientSession, error) {
 		cmd.Env = childEnv(s.cfg.Env)
 		cmd.Dir = s.cfg.Dir
 		cmd.Stderr = s.stderr
+		// Its own process group, so that what it starts (npx starts node)
+		// is stopped with it: see reap.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		s.mu.Lock()
+		s.proc = cmd
+		s.mu.Unlock()
 		t = &sdk.CommandTransport{Command: cmd}
 	} else {
 		t = &sdk.StreamableClientTransport{Endpoint: s.cfg.URL,

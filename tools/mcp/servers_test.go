@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -138,6 +140,14 @@ func newTestServer(withCrash bool) *sdk.Server {
 			return text("unreachable"), nil, nil
 		})
 	if withCrash {
+		sdk.AddTool(srv, &sdk.Tool{Name: "spawn", Description: "starts a child that outlives the call and says its pid"},
+			func(context.Context, *sdk.CallToolRequest, empty) (*sdk.CallToolResult, any, error) {
+				child := exec.Command("sleep", "300")
+				if err := child.Start(); err != nil {
+					return nil, nil, err
+				}
+				return text(strconv.Itoa(child.Process.Pid)), nil, nil
+			})
 		sdk.AddTool(srv, &sdk.Tool{Name: "crash", Description: "dies mid-call"},
 			func(context.Context, *sdk.CallToolRequest, empty) (*sdk.CallToolResult, any, error) {
 				f, err := os.OpenFile(os.Getenv(crashLogEnv), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
