@@ -38,7 +38,14 @@ type Options struct {
 	// a server failed to start or stopped (default DefaultBackoff).
 	Backoff func(attempt int) time.Duration
 	Now     func() time.Time // default: time.Now
+	// Ping is how often a running server is pinged (default
+	// DefaultPing; negative: never). Over streamable HTTP nothing else
+	// notices a server that went away before the next call.
+	Ping time.Duration
 }
+
+// DefaultPing is how often a running server is pinged by default.
+const DefaultPing = 30 * time.Second
 
 // DefaultBackoff waits 1s, 2s, 4s, … and at most a minute.
 func DefaultBackoff(attempt int) time.Duration {
@@ -71,6 +78,7 @@ type Manager struct {
 	log       *slog.Logger
 	backoff   func(int) time.Duration
 	now       func() time.Time
+	ping      time.Duration
 	servers   []*server
 
 	stop context.CancelFunc
@@ -95,6 +103,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Manager, error) {
 	}
 	m := &Manager{
 		timeout:   opts.Timeout,
+		ping:      opts.Ping,
 		maxResult: opts.MaxResult,
 		log:       opts.Logger,
 		backoff:   opts.Backoff,
@@ -108,6 +117,9 @@ func New(ctx context.Context, cfg Config, opts Options) (*Manager, error) {
 	}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
+	}
+	if m.ping == 0 {
+		m.ping = DefaultPing
 	}
 	if m.backoff == nil {
 		m.backoff = DefaultBackoff
@@ -362,8 +374,24 @@ func (s *server) start(ctx context.Context) (*sdk.ClientSession, error) {
 func (s *server) serve(ctx context.Context, sess *sdk.ClientSession, log *slog.Logger) string {
 	ended := make(chan error, 1)
 	go func() { ended <- sess.Wait() }()
+	var ping <-chan time.Time
+	if s.m.ping > 0 {
+		t := time.NewTicker(s.m.ping)
+		defer t.Stop()
+		ping = t.C
+	}
 	for {
 		select {
+		case <-ping:
+			pctx, cancel := context.WithTimeout(ctx, s.m.timeout)
+			err := sess.Ping(pctx, nil)
+			cancel()
+			if err == nil || ctx.Err() != nil {
+				continue
+			}
+			_ = sess.Close()
+			<-ended
+			return s.explain(fmt.Errorf("stopped: it did not answer a ping: %w", err)).Error()
 		case <-ctx.Done():
 			_ = sess.Close()
 			<-ended

@@ -141,3 +141,31 @@ func TestUnreachableHTTPServerIsRetried(t *testing.T) {
 		t.Fatalf("status %+v, want down with a reason", st)
 	}
 }
+
+// TestHTTPServerThatDiesIsNoticedByAPing: between calls, a ping finds a
+// server that went away, so its tools say "not running" before any call
+// is lost to it.
+func TestHTTPServerThatDiesIsNoticedByAPing(t *testing.T) {
+	var dead atomic.Bool
+	mcpHandler := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return newTestServer(false) }, nil)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if dead.Load() {
+			panic(http.ErrAbortHandler)
+		}
+		mcpHandler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	downs := make(chan int, 10)
+	h := start(t, mcp.Config{Servers: []mcp.Server{{Name: "web", URL: ts.URL}}}, mcp.Options{
+		Ping:    time.Millisecond,
+		Backoff: func(attempt int) time.Duration { downs <- attempt; return time.Hour },
+	})
+	dead.Store(true)
+	receive(t, downs)
+	if st := h.m.Status()[0]; st.Up || !strings.Contains(st.Err, "ping") {
+		t.Fatalf("status %+v, want down because of a ping", st)
+	}
+	if _, err := h.call(t, "mcp.web.echo", `{"text":"x"}`); err == nil || !strings.Contains(err.Error(), "is not running") {
+		t.Fatalf("call while down: %v", err)
+	}
+}
