@@ -39,7 +39,7 @@ func (s *Service) Edit(ctx context.Context, approvalID, arguments, by string) er
 	if err := json.Compact(&compact, input); err != nil {
 		return &EditError{Reason: err.Error()} // not reached: validated above
 	}
-	if InputHash(compact.String()) == InputHash(string(req.Input)) {
+	if InputHash(compact.String()) == InputHash(string(req.Input)) || Changes(string(req.Input), compact.String()) == "no change" {
 		return &EditError{Reason: "that is the input the request shows already; nothing changed"}
 	}
 	if s.policy != nil {

@@ -317,6 +317,7 @@ func TestChanges(t *testing.T) {
 		{"nested, compared compactly", `{"o":{"a": [1, 2]}}`, `{"o":{"a":[1,2]}}`, `no change`},
 		{"nested change shown compactly", `{"o":{"a": [1, 2]}}`, `{"o": {"a": [1, 3]}}`, `o: {"a":[1,2]} → {"a":[1,3]}`},
 		{"white space only", `{ "url" : "a" }`, `{"url":"a"}`, `no change`},
+		{"keys reordered", `{"a":1,"b":2}`, `{"b":2,"a":1}`, `no change`},
 		{"type change", `{"n":"1"}`, `{"n":1}`, `n: "1" → 1`},
 		{"null", `{"n":null}`, `{"n":0}`, `n: null → 0`},
 		{"arrays", `[1, 2]`, `[1,2]`, `no change`},
