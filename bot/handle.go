@@ -346,7 +346,7 @@ func (b *Bot) helpText() string {
 		for _, t := range tools {
 			asks := "never asks"
 			if t.Asks {
-				asks = "asks for your approval"
+				asks = "may ask for your approval"
 			}
 			h.text("\n• ").wrap("code", clip(t.Name, maxNameLength)).text(" (" + oneLine(string(t.Effect)) + "): " + asks)
 		}
