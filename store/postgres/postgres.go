@@ -90,10 +90,12 @@ func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 }
 
 // redact drops the password from a URL that is shown in errors and logs.
+// A key=value connection string, which pgx also reads, is not shown at
+// all: url.Parse would take it for a path and show its password.
 func redact(s string) string {
 	u, err := url.Parse(s)
-	if err != nil {
-		return "(unparsable database URL)"
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return "(database URL)"
 	}
 	return u.Redacted()
 }
