@@ -105,13 +105,6 @@ func URL(t testing.TB) string {
 	return u
 }
 
-// Available reports why the PostgreSQL tests cannot run here, or nil if
-// they can: the test the Makefile's one line is about.
-func Available() error {
-	_, err := bindir()
-	return err
-}
-
 // bindir finds the server binaries: pg_config's answer, else the newest
 // Debian layout under /usr/lib/postgresql (postgresql-common's pg_config
 // is only there with libpq-dev or the server package).
