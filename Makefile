@@ -14,7 +14,15 @@ build:
 run: build
 	@if [ -f .env ]; then exec ./$(BIN) --env-file .env; else exec ./$(BIN); fi
 
+# go test shows nothing of a passing package, so the line that says the
+# PostgreSQL tests were skipped is printed here (store/pgtest finds the
+# server the same way).
 test: fmt-check vet
+	@bin=$$(pg_config --bindir 2>/dev/null); \
+	for d in "$$bin" /usr/lib/postgresql/*/bin; do \
+		if [ -x "$$d/initdb" ] && [ -x "$$d/pg_ctl" ]; then exit 0; fi; \
+	done; \
+	echo "PostgreSQL tests not run: no initdb and pg_ctl from pg_config --bindir or /usr/lib/postgresql/*/bin (install Debian's postgresql package)"
 	$(GO) test -race -count=1 ./...
 
 fmt-check:

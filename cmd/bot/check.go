@@ -53,6 +53,9 @@ func runCheck(ctx context.Context, args []string, getenv func(string) string, st
 // databasePath is DATABASE_PATH as loadConfig reads it, default included,
 // taken from config's own tag so the two cannot drift apart.
 func databasePath(getenv func(string) string) (string, error) {
+	if getenv("DATABASE_URL") != "" {
+		return "", errors.New("DATABASE_URL is set: bot check and bot audit read a SQLite database (DATABASE_PATH) only, so far")
+	}
 	params, err := env.GetFieldParams(&config{})
 	if err != nil {
 		return "", fmt.Errorf("config: %w", err)

@@ -70,8 +70,11 @@ type config struct {
 	ApprovalRules string `env:"APPROVAL_RULES"`
 	// ApprovalNotify: where a group's requests are shown, chat (empty) or
 	// dm; bot.New owns the default.
-	ApprovalNotify       string   `env:"APPROVAL_NOTIFY"`
-	DatabasePath         string   `env:"DATABASE_PATH" envDefault:"data/tollgate.db"`
+	ApprovalNotify string `env:"APPROVAL_NOTIFY"`
+	DatabasePath   string `env:"DATABASE_PATH" envDefault:"data/tollgate.db"`
+	// DatabaseURL, when set (postgres://…), keeps the state in PostgreSQL
+	// instead of the SQLite file at DatabasePath.
+	DatabaseURL          string   `env:"DATABASE_URL"`
 	WebfetchDomains      []string `env:"WEBFETCH_ALLOWED_DOMAINS" envSeparator:","`
 	WebfetchAllowPrivate bool     `env:"WEBFETCH_ALLOW_PRIVATE"`
 	// WebfetchPorts opens ports besides 80 and 443; WebfetchMaxConcurrent
@@ -357,6 +360,7 @@ func (c config) summary() []any {
 		"shell_env", c.ShellEnv,
 		"approval_notify", c.notify,
 		"database_path", c.DatabasePath,
+		"database_url", redactURL(c.DatabaseURL),
 		"webfetch_allowed_domains", c.WebfetchDomains,
 		"webfetch_allow_private", c.WebfetchAllowPrivate,
 		"webfetch_ports", c.WebfetchPorts,

@@ -23,7 +23,6 @@ import (
 	"tollgate/bot"
 	"tollgate/llm"
 	"tollgate/prompt"
-	"tollgate/store"
 	"tollgate/tools/files"
 	"tollgate/tools/mcp"
 	"tollgate/tools/shell"
@@ -113,9 +112,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		log.Warn("APPROVAL_SELF=false has no effect with a single approver: they may still decide the requests they start")
 	}
 
-	db, err := store.Open(ctx, cfg.DatabasePath, store.WithLogger(log))
+	db, err := openDatabase(ctx, cfg, log)
 	if err != nil {
-		return fmt.Errorf("open database (DATABASE_PATH=%s): %w", cfg.DatabasePath, err)
+		return err
 	}
 	defer func() {
 		if err := db.Close(); err != nil {

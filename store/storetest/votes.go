@@ -1,4 +1,4 @@
-package store_test
+package storetest
 
 import (
 	"context"
@@ -10,13 +10,12 @@ import (
 
 	"tollgate/prompt"
 	"tollgate/prompt/prompttest"
-	"tollgate/store"
 )
 
-// voteStores are the two prompt.Store implementations, which must agree
-// on votes: the SQLite one and the in-memory one other packages test with.
-func voteStores(t *testing.T) map[string]prompt.Store {
-	db, _ := openTemp(t)
+// voteStores are the store under test and the in-memory one other
+// packages test with, which must agree on votes.
+func voteStores(t *testing.T, open Opener) map[string]prompt.Store {
+	db := open(t, nil)
 	return map[string]prompt.Store{"sqlite": db, "memory": prompttest.NewStore()}
 }
 
@@ -33,14 +32,14 @@ func newVotePrompt(t *testing.T, s prompt.Store) {
 	}
 }
 
-// TestVoteDecidesAtQuorumOnce: below the quorum a vote keeps the request
+// testVoteDecidesAtQuorumOnce: below the quorum a vote keeps the request
 // pending and records a votes notice; the same person twice is
 // ErrAlreadyVoted; the vote that reaches it approves as Decide would,
 // naming every voter; a later vote is ErrNotPending.
-func TestVoteDecidesAtQuorumOnce(t *testing.T) {
+func testVoteDecidesAtQuorumOnce(t *testing.T, open Opener) {
 	ctx := context.Background()
 	at := t0.Add(time.Minute)
-	for name, s := range voteStores(t) {
+	for name, s := range voteStores(t, open) {
 		t.Run(name, func(t *testing.T) {
 			newVotePrompt(t, s)
 			ref, err := s.Vote(ctx, voteID, "111", "Alice (111)", at, 2)
@@ -99,11 +98,11 @@ func TestVoteDecidesAtQuorumOnce(t *testing.T) {
 	}
 }
 
-// TestVoteAfterRejectionIsNotPending: one rejection rejects, whatever
+// testVoteAfterRejectionIsNotPending: one rejection rejects, whatever
 // votes came before it.
-func TestVoteAfterRejectionIsNotPending(t *testing.T) {
+func testVoteAfterRejectionIsNotPending(t *testing.T, open Opener) {
 	ctx := context.Background()
-	for name, s := range voteStores(t) {
+	for name, s := range voteStores(t, open) {
 		t.Run(name, func(t *testing.T) {
 			newVotePrompt(t, s)
 			if _, err := s.Vote(ctx, voteID, "111", "Alice (111)", t0, 2); err != nil {
@@ -120,12 +119,12 @@ func TestVoteAfterRejectionIsNotPending(t *testing.T) {
 	}
 }
 
-// TestConcurrentVotesDecideOnce: two people voting at the same moment
+// testConcurrentVotesDecideOnce: two people voting at the same moment
 // on a quorum of two both count and the approval is decided by exactly
 // one of them, once; with a quorum of one the loser is ErrNotPending.
-func TestConcurrentVotesDecideOnce(t *testing.T) {
+func testConcurrentVotesDecideOnce(t *testing.T, open Opener) {
 	ctx := context.Background()
-	for name, s := range voteStores(t) {
+	for name, s := range voteStores(t, open) {
 		t.Run(name, func(t *testing.T) {
 			for round, quorum := range []int{2, 1} {
 				id := []string{"appr0000000000001", "appr0000000000002"}[round]
@@ -169,7 +168,7 @@ func outboxOf(t *testing.T, s prompt.Store) []prompt.OutboxEntry {
 	switch s := s.(type) {
 	case *prompttest.Store:
 		return s.Outbox()
-	case *store.DB:
+	case Backend:
 		es, err := s.DueNotices(context.Background(), t0.Add(time.Hour), 100)
 		if err != nil {
 			t.Fatal(err)

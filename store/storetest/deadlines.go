@@ -1,4 +1,4 @@
-package store_test
+package storetest
 
 import (
 	"context"
@@ -10,9 +10,9 @@ import (
 
 // Deadlines live in the approval rows: the next one, what is due, and a
 // reminder that goes into the outbox once.
-func TestApprovalDeadlinesAreKeptInTheRow(t *testing.T) {
+func testApprovalDeadlinesAreKeptInTheRow(t *testing.T, open Opener) {
 	ctx := context.Background()
-	db, _ := openTemp(t)
+	db := open(t, nil)
 	if _, ok, err := db.NextDeadline(ctx); err != nil || ok {
 		t.Fatalf("next deadline of an empty store: %v, %v", ok, err)
 	}

@@ -1,4 +1,4 @@
-package store_test
+package storetest
 
 import (
 	"context"
@@ -8,21 +8,12 @@ import (
 	"strings"
 	"testing"
 
-	"tollgate/bot"
 	"tollgate/prompt"
-	"tollgate/store"
-	"tollgate/tools/webfetch"
 )
 
-var (
-	_ prompt.Store   = (*store.DB)(nil)
-	_ webfetch.Store = (*store.DB)(nil)
-	_ bot.Store      = (*store.DB)(nil)
-)
-
-func TestChats(t *testing.T) {
+func testChats(t *testing.T, open Opener) {
 	ctx := context.Background()
-	db, _ := openTemp(t)
+	db := open(t, nil)
 	if _, err := db.ChatOf(ctx, "conv"); !errors.Is(err, prompt.ErrNotFound) {
 		t.Fatalf("unknown conversation: %v", err)
 	}
@@ -46,9 +37,9 @@ func TestChats(t *testing.T) {
 	}
 }
 
-func TestApprovalMessages(t *testing.T) {
+func testApprovalMessages(t *testing.T, open Opener) {
 	ctx := context.Background()
-	db, _ := openTemp(t)
+	db := open(t, nil)
 	for _, id := range []string{"appr0000000000001", "appr0000000000002"} {
 		p := gatedPrompt("p"+id, "conv"+id, id)
 		if err := db.CreatePrompt(ctx, p); err != nil {
@@ -93,12 +84,12 @@ func TestApprovalMessages(t *testing.T) {
 	}
 }
 
-// TestApprovalMessagesInSeveralChats: a group's request sent to each
+// testApprovalMessagesInSeveralChats: a group's request sent to each
 // approver privately has copies in several chats; all are returned, in the
 // order they were recorded, and each chat's message IDs stay its own.
-func TestApprovalMessagesInSeveralChats(t *testing.T) {
+func testApprovalMessagesInSeveralChats(t *testing.T, open Opener) {
 	ctx := context.Background()
-	db, _ := openTemp(t)
+	db := open(t, nil)
 	const a1, a2 = "appr0000000000001", "appr0000000000002"
 	for _, id := range []string{a1, a2} {
 		if err := db.CreatePrompt(ctx, gatedPrompt("p"+id, "conv"+id, id)); err != nil {
@@ -130,9 +121,9 @@ func TestApprovalMessagesInSeveralChats(t *testing.T) {
 	}
 }
 
-func TestDomains(t *testing.T) {
+func testDomains(t *testing.T, open Opener) {
 	ctx := context.Background()
-	db, _ := openTemp(t)
+	db := open(t, nil)
 	if ds, err := db.Domains(ctx); err != nil || len(ds) != 0 {
 		t.Fatalf("empty list: %v, %v", ds, err)
 	}

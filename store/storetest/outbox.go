@@ -1,4 +1,4 @@
-package store_test
+package storetest
 
 import (
 	"context"
@@ -24,9 +24,9 @@ func describe(es []prompt.OutboxEntry) []string {
 }
 
 // A notice is recorded with the change that obliges it, or not at all.
-func TestNoticesAreRecordedWithTheirChange(t *testing.T) {
+func testNoticesAreRecordedWithTheirChange(t *testing.T, open Opener) {
 	ctx := context.Background()
-	db, _ := openTemp(t)
+	db := open(t, nil)
 	p := gatedPrompt("p1", "c", "appr0000000000001")
 	if err := db.CreatePrompt(ctx, p); err != nil {
 		t.Fatal(err)
@@ -61,9 +61,9 @@ func TestNoticesAreRecordedWithTheirChange(t *testing.T) {
 	}
 }
 
-func TestCancelRecordsTheOutcomeOfThePendingApproval(t *testing.T) {
+func testCancelRecordsTheOutcomeOfThePendingApproval(t *testing.T, open Opener) {
 	ctx := context.Background()
-	db, _ := openTemp(t)
+	db := open(t, nil)
 	if err := db.CreatePrompt(ctx, gatedPrompt("p1", "c", "appr0000000000001")); err != nil {
 		t.Fatal(err)
 	}
@@ -89,9 +89,9 @@ func TestCancelRecordsTheOutcomeOfThePendingApproval(t *testing.T) {
 
 // Each conversation's notices go in order, one at a time; conversations do
 // not wait for each other; a held one waits alone; re-sends go last.
-func TestDueNoticesAreEachConversationsOldestAndResendsLast(t *testing.T) {
+func testDueNoticesAreEachConversationsOldestAndResendsLast(t *testing.T, open Opener) {
 	ctx := context.Background()
-	db, _ := openTemp(t)
+	db := open(t, nil)
 	for _, c := range []struct{ id, conv, appr string }{
 		{"w1", "a", "appr000000000000a"}, {"w2", "b", "appr000000000000b"},
 	} {
