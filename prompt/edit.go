@@ -47,7 +47,13 @@ func (s *Service) Edit(ctx context.Context, approvalID, arguments, by string) er
 		if err != nil {
 			return &EditError{Reason: err.Error()}
 		}
-		if v := s.policy.Check(tool.Name, fields); v.Action == PolicyDeny {
+		v := s.policy.Check(tool.Name, fields)
+		if v.Action != PolicyDeny && tool.Parts != nil {
+			// A deny rule over one part (a command of a chain) denies the
+			// call as judge will; accepted, the request would close.
+			v = partsVerdict(s.policy, tool, compact.Bytes(), fields, v)
+		}
+		if v.Action == PolicyDeny {
 			return &EditError{Reason: "the operator's rules deny it (" + v.Source + "): " + v.Why}
 		}
 	}

@@ -3,6 +3,7 @@ package prompt_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -169,5 +170,34 @@ func TestEffectsSetTheDefaultGate(t *testing.T) {
 	if _, err := prompt.NewService(prompt.Config{Model: prompttest.NewModel(), Store: prompttest.NewStore(),
 		Tools: []*prompt.Tool{mk("t.odd", "delete")}}); err == nil || !strings.Contains(err.Error(), "effect") {
 		t.Errorf("unknown effect: %v", err)
+	}
+}
+
+// TestAnEditWithADeniedPartIsRefused: an edit is refused, and the request
+// left as it was, when a deny rule covers one part of the edited call, as
+// when one covers the whole: accepted, it would close the request and the
+// edited call would only be denied, never asked.
+func TestAnEditWithADeniedPartIsRefused(t *testing.T) {
+	ran := make(chan string, 1)
+	args, _ := json.Marshal(chainIn{Command: "ls && git push"})
+	h := newHarness(t, opts{policy: globRules{}, tools: func(*recorder) []*prompt.Tool { return []*prompt.Tool{chainTool(t, ran)} }},
+		prompttest.Calls(prompttest.Call("c1", "test.chain", string(args))), prompttest.Answer("done"))
+	ctx := context.Background()
+	id := h.create("go")
+	req := h.request()
+	h.idle(id)
+	edited, _ := json.Marshal(chainIn{Command: "ls && rm -rf /"})
+	err := h.svc.Edit(ctx, req.ApprovalID, string(edited), "bob")
+	var ee *prompt.EditError
+	if !errors.As(err, &ee) || !strings.Contains(ee.Reason, "deny") || !strings.Contains(ee.Reason, "rm -rf /") {
+		t.Fatalf("edit = %v, want an EditError naming the denied part", err)
+	}
+	if ref, _ := h.svc.LookupApproval(ctx, req.ApprovalID); ref.Status != prompt.ApprovalPending {
+		t.Fatalf("approval after a refused edit: %+v", ref)
+	}
+	h.approve(req.ApprovalID)
+	h.endAs(id, prompt.StateCompleted)
+	if got := waitFor(t, ran); got != "ls && git push" {
+		t.Fatalf("ran %q, want the command as asked", got)
 	}
 }

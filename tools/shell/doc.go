@@ -38,6 +38,12 @@
 // eval (its arguments joined by spaces) and trap are parsed again and
 // their commands listed, up to maxDepth levels; deeper is ErrTooDeep.
 //
+// [[ ]], (( )), let and for (( )) are listed as commands too (Name "[[",
+// "((", "let", "for"): bash evaluates their operands as arithmetic, and
+// arithmetic runs the substitutions in an array subscript held in a
+// string ([[ 'a[$(rm x)]' -eq 0 ]] runs rm x), which no parse sees; one
+// that holds a quoted or escaped word is Dynamic.
+//
 // A variable set is listed as a command of its own, because it can change
 // what later commands do (PATH=/tmp/x; git status): X=1 alone or before a
 // command (env X=1 rm x lists "X=1" and "rm x"), Name "X=";

@@ -96,6 +96,22 @@ func (x *extractor) script(src string, depth int) error {
 			x.decl(n)
 		case *syntax.WordIter:
 			x.loop(n)
+		case *syntax.TestClause:
+			x.arithm("[[", printed(n))
+		case *syntax.ArithmCmd:
+			x.arithm("((", printed(n))
+		case *syntax.LetClause:
+			x.arithm("let", printed(n))
+		case *syntax.CStyleLoop:
+			var ex []string
+			for _, e := range []syntax.ArithmExpr{n.Init, n.Cond, n.Post} {
+				t := ""
+				if e != nil {
+					t = strings.TrimSuffix(strings.TrimPrefix(printed(&syntax.ArithmCmd{X: e}), "(("), "))")
+				}
+				ex = append(ex, t)
+			}
+			x.arithm("for", "for (("+strings.Join(ex, "; ")+"))")
 		}
 		return true
 	})
@@ -385,6 +401,19 @@ func (x *extractor) loop(it *syntax.WordIter) {
 		args = append(args, w.text)
 	}
 	x.out.Commands = append(x.out.Commands, Command{Name: "for", Args: args, Text: strings.Join(texts, " ")})
+}
+
+// arithm lists [[ ]], (( )), let and for (( )) as commands: bash
+// evaluates their operands as arithmetic, and arithmetic runs the
+// substitutions of an array subscript held in a string ([[ 'a[$(rm x)]'
+// -eq 0 ]] runs rm x), which no parse of the script sees. One that holds
+// a quoted or escaped word is Dynamic.
+func (x *extractor) arithm(name, text string) {
+	dynamic := strings.ContainsAny(text, `'"\`)
+	if dynamic {
+		x.out.exact = false
+	}
+	x.out.Commands = append(x.out.Commands, Command{Name: name, Text: text, Dynamic: dynamic})
 }
 
 // writeOps are the redirections that write a file.

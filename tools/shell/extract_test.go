@@ -42,9 +42,16 @@ func TestExtractListsEveryCommand(t *testing.T) {
 		{in: `echo ${x:-$(rm y)}`, texts: cmds("echo ${x:-$(rm y)}", "rm y")},
 		{in: `X=$(rm y) ls`, texts: cmds("X=$(rm y)", "ls", "rm y")},
 		{in: `echo hi > "$(rm y)"`, texts: cmds("echo hi", "rm y"), writes: cmds(`"$(rm y)"`)},
-		{in: `[[ -n $(rm x) ]]`, texts: cmds("rm x")},
+		{in: `[[ -n $(rm x) ]]`, texts: cmds("[[ -n $(rm x) ]]", "rm x")},
 		{in: `echo $(( $(rm x) + 1 ))`, texts: cmds("echo $(($(rm x) + 1))", "rm x")},
-		{in: `let "a = $(rm x)"`, texts: cmds("rm x")},
+		{in: `let "a = $(rm x)"`, texts: cmds(`let "a = $(rm x)"`, "rm x"), dynamic: cmds(`let "a = $(rm x)"`)},
+		// Arithmetic runs the substitutions of a subscript in a string.
+		{in: `git status; [[ 'a[$(rm x)]' -eq 0 ]]`, texts: cmds("git status", `[[ 'a[$(rm x)]' -eq 0 ]]`), dynamic: cmds(`[[ 'a[$(rm x)]' -eq 0 ]]`)},
+		{in: `git status; [[ -v 'a[$(rm x)]' ]]`, texts: cmds("git status", `[[ -v 'a[$(rm x)]' ]]`), dynamic: cmds(`[[ -v 'a[$(rm x)]' ]]`)},
+		{in: `git status; (( 'a[$(rm x)]' ))`, texts: cmds("git status", `(('a[$(rm x)]'))`), dynamic: cmds(`(('a[$(rm x)]'))`)},
+		{in: `git status; let 'a[$(rm x)]'`, texts: cmds("git status", `let 'a[$(rm x)]'`), dynamic: cmds(`let 'a[$(rm x)]'`)},
+		{in: `for ((i='a[$(rm x)]'; i<1; i++)); do :; done`, texts: cmds(`for ((i = 'a[$(rm x)]'; i < 1; i++))`, ":"), dynamic: cmds(`for ((i = 'a[$(rm x)]'; i < 1; i++))`)},
+		{in: `[[ -f go.mod ]] && (( n > 1 ))`, texts: cmds("[[ -f go.mod ]]", "((n > 1))")},
 		{in: `echo $(echo $(rm -rf /))`, texts: cmds("echo $(echo $(rm -rf /))", "echo $(rm -rf /)", "rm -rf /")},
 		// Quoting, comments, continuations.
 		{in: `echo "a && b" 'c; d'`, texts: cmds("echo 'a && b' 'c; d'")},

@@ -116,6 +116,7 @@ func TestScopeIsTheExactList(t *testing.T) {
 		{"echo hi > a", "echo hi > b"},
 		{"rm -rf $X", "X=/; rm -rf $X"},
 		{"cat <<EOF\na\nEOF", "cat <<EOF\nb\nEOF"},
+		{"git status", "git status; [[ 'a[$(rm x)]' -eq 0 ]]"},
 	}
 	for _, p := range differ {
 		if key(p[0], "") == key(p[1], "") {
