@@ -26,8 +26,9 @@ type Store struct {
 	outbox    []*entry
 	byCall    map[[2]string]string // prompt ID, call ID → its latest approval's ID
 	grants    []*prompt.Grant      // oldest first
-	audit     []prompt.AuditEntry  // oldest first
-	audited   map[[3]string]bool   // prompt, call, approval ID of each audit entry
+	leases    map[string]lease
+	audit     []prompt.AuditEntry // oldest first
+	audited   map[[3]string]bool  // prompt, call, approval ID of each audit entry
 }
 
 type stored struct {
@@ -646,4 +647,45 @@ func (m *Store) Audit(_ context.Context, q prompt.AuditQuery) ([]prompt.AuditEnt
 		}
 	}
 	return out, nil
+}
+
+type lease struct {
+	holder string
+	until  time.Time
+}
+
+var _ prompt.Leases = (*Store)(nil)
+
+// Lease implements prompt.Leases.
+func (m *Store) Lease(_ context.Context, name, holder string, now time.Time, ttl time.Duration) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.leases == nil {
+		m.leases = map[string]lease{}
+	}
+	if l, ok := m.leases[name]; ok && l.holder != holder && now.Before(l.until) {
+		return false, nil
+	}
+	m.leases[name] = lease{holder: holder, until: now.Add(ttl)}
+	return true, nil
+}
+
+// Release implements prompt.Leases.
+func (m *Store) Release(_ context.Context, name, holder string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l, ok := m.leases[name]; ok && l.holder == holder {
+		delete(m.leases, name)
+	}
+	return nil
+}
+
+// LeaseHolder implements prompt.Leases.
+func (m *Store) LeaseHolder(_ context.Context, name string, now time.Time) (string, time.Time, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l, ok := m.leases[name]; ok && now.Before(l.until) {
+		return l.holder, l.until, nil
+	}
+	return "", time.Time{}, nil
 }

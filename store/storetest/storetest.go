@@ -21,6 +21,7 @@ import (
 // package that keeps state.
 type Backend interface {
 	prompt.Store
+	prompt.Leases
 	bot.Store
 	webfetch.Store
 }
@@ -77,6 +78,9 @@ func Run(t *testing.T, open Opener) {
 		{"ALostDecisionIsNotAudited", testALostDecisionIsNotAudited},
 		{"SavingARuledCallAgainAuditsItOnce", testSavingARuledCallAgainAuditsItOnce},
 		{"AuditFiltersByConversationSinceAndLimitNewestFirst", testAuditFiltersByConversationSinceAndLimitNewestFirst},
+		// Leases.
+		{"LeaseIsHeldUntilItLapses", testLeaseIsHeldUntilItLapses},
+		{"LeaseRaceHasOneWinner", testLeaseRaceHasOneWinner},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
