@@ -274,6 +274,9 @@ func dquotedLit(s string) string {
 
 // emit adds a command made of ws; name overrides the first word's value.
 func (x *extractor) emit(ws []word, dynamic bool) {
+	for _, w := range ws[min(1, len(ws)):] {
+		dynamic = dynamic || hidesArithmetic(w)
+	}
 	c := Command{Dynamic: dynamic}
 	texts := make([]string, len(ws))
 	for i, w := range ws {
@@ -414,6 +417,24 @@ func (x *extractor) arithm(name, text string) {
 		x.out.exact = false
 	}
 	x.out.Commands = append(x.out.Commands, Command{Name: name, Text: text, Dynamic: dynamic})
+}
+
+// hidesArithmetic reports an argument that may run a command no parse
+// sees: an arithmetic expansion, or a subscript holding a substitution
+// (printf -v, read, unset and declare evaluate a name's subscript, and
+// arithmetic runs what a subscript in it substitutes). The command then
+// counts as Dynamic: an allow rule for "printf *" must not cover
+// printf -v 'a[$(rm x)]' x. It asks more often than strictly needed
+// (echo $((1+2))), which is the safe side.
+func hidesArithmetic(w word) bool {
+	t := w.text
+	if w.static {
+		t = w.value
+	}
+	if strings.Contains(t, "$((") || strings.Contains(t, "$[") {
+		return true
+	}
+	return strings.Contains(t, "[") && (strings.Contains(t, "$(") || strings.Contains(t, "`"))
 }
 
 // writeOps are the redirections that write a file.

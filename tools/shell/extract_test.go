@@ -43,7 +43,14 @@ func TestExtractListsEveryCommand(t *testing.T) {
 		{in: `X=$(rm y) ls`, texts: cmds("X=$(rm y)", "ls", "rm y")},
 		{in: `echo hi > "$(rm y)"`, texts: cmds("echo hi", "rm y"), writes: cmds(`"$(rm y)"`)},
 		{in: `[[ -n $(rm x) ]]`, texts: cmds("[[ -n $(rm x) ]]", "rm x")},
-		{in: `echo $(( $(rm x) + 1 ))`, texts: cmds("echo $(($(rm x) + 1))", "rm x")},
+		{in: `echo $(( $(rm x) + 1 ))`, texts: cmds("echo $(($(rm x) + 1))", "rm x"), dynamic: cmds("echo $(($(rm x) + 1))")},
+		// Arithmetic, and a subscript a builtin evaluates, run what they
+		// substitute: the command is dynamic, so no rule for it covers them.
+		{in: `echo $(( 'a[$(rm x)]' ))`, texts: cmds(`echo $(('a[$(rm x)]'))`), dynamic: cmds(`echo $(('a[$(rm x)]'))`)},
+		{in: `printf -v 'a[$(rm x)]' %s y`, texts: cmds(`printf -v 'a[$(rm x)]' %s y`), dynamic: cmds(`printf -v 'a[$(rm x)]' %s y`)},
+		{in: `unset 'a[$(rm x)]'`, texts: cmds(`unset 'a[$(rm x)]'`), dynamic: cmds(`unset 'a[$(rm x)]'`)},
+		{in: `read 'a[` + "`rm x`" + `]'`, texts: cmds(`read 'a[` + "`rm x`" + `]'`), dynamic: cmds(`read 'a[` + "`rm x`" + `]'`)},
+		{in: `echo a[1] $(date)`, texts: cmds(`echo a[1] $(date)`, "date")},
 		{in: `let "a = $(rm x)"`, texts: cmds(`let "a = $(rm x)"`, "rm x"), dynamic: cmds(`let "a = $(rm x)"`)},
 		// Arithmetic runs the substitutions of a subscript in a string.
 		{in: `git status; [[ 'a[$(rm x)]' -eq 0 ]]`, texts: cmds("git status", `[[ 'a[$(rm x)]' -eq 0 ]]`), dynamic: cmds(`[[ 'a[$(rm x)]' -eq 0 ]]`)},
