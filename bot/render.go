@@ -297,7 +297,14 @@ func renderApproval(req prompt.ApprovalRequest) approvalView {
 			h.text(fmt.Sprintf("\nCommands (%d), one per line; ✓ a rule allows it, • none does:", len(req.Parts)))
 			for i, p := range req.Parts {
 				if i == n {
-					h.text(fmt.Sprintf("\n…and %d more, listed in the attachment.", len(req.Parts)-n))
+					where := "in the attachment"
+					switch {
+					case preview == "":
+						where = "in the input below"
+					case previewInline:
+						where = "under What it does"
+					}
+					h.text(fmt.Sprintf("\n…and %d more, listed %s.", len(req.Parts)-n, where))
 					break
 				}
 				mark := "\n• "
