@@ -109,8 +109,10 @@ type Store interface {
 	NextNoticeAt(ctx context.Context) (time.Time, bool, error)
 	// MarkNotice records that an entry was delivered, or given up for good (note says why).
 	MarkNotice(ctx context.Context, seq int64, note string) error
-	// HoldNotice counts a failed delivery and holds the entry, and so its conversation, until until.
+	// HoldNotice counts a failed delivery and holds the entry, and so its conversation, until until, and ends its claim.
 	HoldNotice(ctx context.Context, seq int64, until time.Time, note string) error
+	// ClaimNotice gives entry seq to holder until now+ttl unless it is delivered or another holder's claim has not lapsed, and reports whether holder holds it (a compare-and-set); an error wrapping prompt.ErrNotFound if there is no such entry. Only the claimer sends an entry, so that two senders overlapping in a failover send it once.
+	ClaimNotice(ctx context.Context, seq int64, holder string, now time.Time, ttl time.Duration) (bool, error)
 
 	// The inbox: every update Telegram hands over is recorded before
 	// Telegram is told it arrived, so that a crash loses none (inbox.go).
