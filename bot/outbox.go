@@ -59,11 +59,12 @@ func (b *Bot) wakeSender() {
 //
 // When lost closes (this replica lost the sender's lease) it starts no
 // new delivery, waits for those under way and returns. An entry another
-// sender has claimed is left to it; its chat is looked at again a third
-// of LeaseTTL later, when that claim may have lapsed.
+// sender has claimed is left to it and looked at again a third of
+// LeaseTTL later, when that claim may have lapsed.
 func (b *Bot) deliver(ctx context.Context, lost <-chan struct{}) {
 	type delivered struct {
 		conv    string
+		seq     int64
 		resend  bool
 		claimed bool
 	}
@@ -74,9 +75,10 @@ func (b *Bot) deliver(ctx context.Context, lost <-chan struct{}) {
 	b.mu.Unlock()
 	draining, refresh := false, true
 	inFlight := map[string]bool{}
-	// claimed holds, per chat, until when to leave its entry to the
-	// sender that claimed it.
-	claimed := map[string]time.Time{}
+	// claimed holds, per entry, until when to leave it to the sender that
+	// claimed it. (A refusal may also mean it was delivered since it was
+	// read: the chat's next entry is then not held up.)
+	claimed := map[int64]time.Time{}
 	resends := 0
 	var batch []prompt.OutboxEntry
 	done := make(chan delivered, maxInFlight)
@@ -95,10 +97,10 @@ func (b *Bot) deliver(ctx context.Context, lost <-chan struct{}) {
 			batch = batch[:0]
 			now := b.cfg.Now()
 			for _, e := range entries {
-				if until, ok := claimed[e.ConversationID]; ok && now.Before(until) {
+				if until, ok := claimed[e.Seq]; ok && now.Before(until) {
 					continue
 				}
-				delete(claimed, e.ConversationID)
+				delete(claimed, e.Seq)
 				if !inFlight[e.ConversationID] {
 					batch = append(batch, e)
 				}
@@ -119,7 +121,7 @@ func (b *Bot) deliver(ctx context.Context, lost <-chan struct{}) {
 			}
 			wg.Go(func() {
 				ok := b.deliverOne(ctx, e)
-				done <- delivered{e.ConversationID, e.Resend, ok}
+				done <- delivered{e.ConversationID, e.Seq, e.Resend, ok}
 			})
 		}
 		batch = rest
@@ -127,8 +129,14 @@ func (b *Bot) deliver(ctx context.Context, lost <-chan struct{}) {
 		if at, ok, err := b.cfg.Store.NextNoticeAt(ctx); err == nil && ok {
 			wait = min(wait, max(at.Sub(b.cfg.Now()), 0))
 		}
-		for _, until := range claimed {
-			wait = min(wait, max(until.Sub(b.cfg.Now()), 0))
+		for seq, until := range claimed {
+			left := until.Sub(b.cfg.Now())
+			if left <= 0 {
+				// Looked at once more, then forgotten: an entry
+				// delivered meanwhile is never read again.
+				delete(claimed, seq)
+			}
+			wait = min(wait, max(left, 0))
 		}
 		stopTimer()
 		stopTimer = b.cfg.Clock.AfterFunc(wait, func() {
@@ -150,7 +158,8 @@ func (b *Bot) deliver(ctx context.Context, lost <-chan struct{}) {
 				resends--
 			}
 			if !d.claimed {
-				claimed[d.conv] = b.cfg.Now().Add(b.cfg.LeaseTTL / 3)
+				claimed[d.seq] = b.cfg.Now().Add(b.cfg.LeaseTTL / 3)
+				refresh = true
 			}
 			// A live delivery may have a next entry in its chat (the
 			// answer after an edit); a re-send has none to look for.
