@@ -46,12 +46,18 @@ func (s *Service) deadlineLoop() {
 		if at, ok, err := s.store.NextDeadline(s.base); err != nil {
 			s.log.Error("read approval deadlines", "err", err)
 		} else if ok {
-			stop = s.afterFunc(max(at.Sub(s.now()), 0), func() {
+			wake := func() {
 				select {
 				case due <- struct{}{}:
 				default:
 				}
-			})
+			}
+			stop = s.afterFunc(max(at.Sub(s.now()), 0), wake)
+			// The clock may have passed at between reading it and arming
+			// the timer, which then waits that much too long: look again.
+			if !s.now().Before(at) {
+				wake()
+			}
 		}
 		select {
 		case <-s.base.Done():

@@ -194,6 +194,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if cfg.mode == prompt.ModeAutoApprove {
 		log.Warn("APPROVAL_MODE=auto-approve: EVERY CALL THAT WOULD ASK RUNS WITHOUT ASKING ANYONE. Use it for development only; deny rules still apply.")
 	}
+	replica := replicaName(cfg.ReplicaName, os.Hostname)
 	svc, err := prompt.NewService(prompt.Config{
 		Model:   model,
 		Store:   db,
@@ -207,7 +208,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		ApprovalTimeout: cfg.ApprovalTimeout,
 		ApprovalRemind:  cfg.ApprovalRemind,
 		Quorum:          cfg.ApprovalQuorum,
-		Logger:          log,
+		// The name this replica's leases go by; with SQLite alone it
+		// matters to nobody (the store clears its leases when it opens).
+		Replica: replica,
+		Logger:  log,
 	})
 	if err != nil {
 		return fmt.Errorf("prompt service: %w", err)
@@ -235,7 +239,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		// Replicas share PostgreSQL and take turns through its leases; a
 		// SQLite file is opened by one process only, which needs none.
 		Leases:  leasesOf(db),
-		Replica: replicaName(cfg.ReplicaName, os.Hostname),
+		Replica: replica,
 	})
 	if err != nil {
 		return fmt.Errorf("telegram: %w", err)
