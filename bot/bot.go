@@ -109,8 +109,10 @@ type Store interface {
 	NextNoticeAt(ctx context.Context) (time.Time, bool, error)
 	// MarkNotice records that an entry was delivered, or given up for good (note says why).
 	MarkNotice(ctx context.Context, seq int64, note string) error
-	// HoldNotice counts a failed delivery and holds the entry, and so its conversation, until until.
+	// HoldNotice counts a failed delivery and holds the entry, and so its conversation, until until, and ends its claim.
 	HoldNotice(ctx context.Context, seq int64, until time.Time, note string) error
+	// ClaimNotice gives entry seq to holder until now+ttl unless it is delivered or another holder's claim has not lapsed, and reports whether holder holds it (a compare-and-set); an error wrapping prompt.ErrNotFound if there is no such entry. Only the claimer sends an entry, so that two senders overlapping in a failover send it once.
+	ClaimNotice(ctx context.Context, seq int64, holder string, now time.Time, ttl time.Duration) (bool, error)
 
 	// The inbox: every update Telegram hands over is recorded before
 	// Telegram is told it arrived, so that a crash loses none (inbox.go).
@@ -223,6 +225,19 @@ type Config struct {
 	// group (NotifyChat, the default) or in each approver's private chat
 	// (NotifyDM).
 	Notify Notify
+	// Replica names this process among those that share the database
+	// (default: random); it is the holder of the leases it takes and of
+	// the outbox entries it claims, so each replica needs its own.
+	Replica string
+	// Leases elects, among replicas that share the database, the one that
+	// delivers the outbox (lease "sender") and, in polling mode, the one
+	// that polls (lease "poller"); the others wait to take over (lease.go).
+	// Nil: this process is alone, and always both.
+	Leases prompt.Leases
+	// LeaseTTL is how long a lease lasts unless renewed (default 15s); its
+	// holder renews it every third of that, and another replica takes it
+	// over once it has lapsed.
+	LeaseTTL time.Duration
 }
 
 const defaultAPIURL = "https://api.telegram.org"
@@ -258,6 +273,8 @@ type Bot struct {
 	queues map[int64][]*models.Update
 	// approvers is Config.Approvers, or the allowed users without it.
 	approvers map[int64]bool
+	// role is what this replica does now: which leases it holds.
+	role Role
 }
 
 // The life of a Bot. Only Run moves it on, and only forward.
@@ -301,6 +318,12 @@ func New(cfg Config) (*Bot, error) {
 	}
 	if cfg.PollTimeout <= 0 {
 		cfg.PollTimeout = 30 * time.Second
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = defaultLeaseTTL
+	}
+	if cfg.Replica == "" {
+		cfg.Replica = randomReplica()
 	}
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: cfg.PollTimeout + 15*time.Second}
@@ -397,7 +420,11 @@ func (b *Bot) Run(ctx context.Context) error {
 	b.mu.Lock()
 	b.state = running
 	b.queueLocked(left)
-	b.goLocked(b.deliver)
+	// The sender stops trying to lead once updates stop; if it leads
+	// then, it drains the outbox first.
+	b.goLocked(func(ctx context.Context) {
+		b.lead(ctx, leaseSender, pollCtx.Done(), func(ctx, lost context.Context) { b.deliver(ctx, lost.Done()) })
+	})
 	b.mu.Unlock()
 	b.wakeSender()
 
@@ -482,7 +509,17 @@ func (b *Bot) serve(ctx context.Context, username string) error {
 	b.log.Info("telegram bot running", "username", username, "webhook", b.cfg.Webhook.URL != "")
 	b.goRun(func(context.Context) { b.pruneInbox(ctx) })
 	if b.cfg.Webhook.URL == "" {
-		b.poll(ctx) // returns when ctx ends
+		// Telegram allows one getUpdates consumer: the replica that holds
+		// the lease polls. Returns when ctx ends.
+		b.lead(ctx, leasePoller, nil, func(ctx, lost context.Context) {
+			// A poller that lost its lease stops at once: what it got is
+			// recorded before the offset moves, so its successor misses
+			// nothing.
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			defer context.AfterFunc(lost, cancel)()
+			b.poll(ctx)
+		})
 		return nil
 	}
 	<-ctx.Done()

@@ -48,6 +48,13 @@ type memStore struct {
 	// it returns. Set them before the bot starts.
 	recordHook  func(ctx context.Context, ups []json.RawMessage) error
 	afterRecord func(fresh []int64)
+	// claims holds the outbox's claims by seq, as the database's columns do.
+	claims map[int64]claim
+}
+
+type claim struct {
+	holder string
+	until  time.Time
 }
 
 // inboxRow is an update in memStore's inbox.
@@ -60,7 +67,8 @@ type inboxRow struct {
 
 func newMemStore(prompts *prompttest.Store, calls *callLog) *memStore {
 	return &memStore{prompts: prompts, calls: calls, chats: map[string]int64{}, approvals: map[string][]prompt.ApprovalCopy{},
-		byMessage: map[[2]int64]string{}, edits: map[[2]int64]string{}, inbox: map[int64]*inboxRow{}}
+		byMessage: map[[2]int64]string{}, edits: map[[2]int64]string{}, inbox: map[int64]*inboxRow{},
+		claims: map[int64]claim{}}
 }
 
 func (m *memStore) SaveChat(_ context.Context, conv string, chat int64) error {
@@ -245,7 +253,27 @@ func (m *memStore) MarkNotice(ctx context.Context, seq int64, note string) error
 
 func (m *memStore) HoldNotice(ctx context.Context, seq int64, until time.Time, note string) error {
 	m.calls.add("hold notice")
+	m.mu.Lock()
+	delete(m.claims, seq)
+	m.mu.Unlock()
 	return m.prompts.HoldNotice(ctx, seq, until, note)
+}
+
+// ClaimNotice is the database's compare-and-set on the claim columns.
+func (m *memStore) ClaimNotice(_ context.Context, seq int64, holder string, now time.Time, ttl time.Duration) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if seq < 1 || int(seq) > len(m.prompts.Outbox()) {
+		return false, fmt.Errorf("claim outbox entry %d: %w", seq, prompt.ErrNotFound)
+	}
+	if _, done := m.prompts.OutboxNote(seq); done {
+		return false, nil
+	}
+	if c, ok := m.claims[seq]; ok && c.holder != holder && c.until.After(now) {
+		return false, nil
+	}
+	m.claims[seq] = claim{holder, now.Add(ttl)}
+	return true, nil
 }
 
 // answeredNote reports whether the answer of prompt id left the outbox,

@@ -56,10 +56,17 @@ func (b *Bot) wakeSender() {
 // may be due: a wake, a live delivery done (its chat's next entry), an
 // empty batch, a hold running out. A long run of re-sends, one per chat,
 // is served from the batch without a read per message.
-func (b *Bot) deliver(ctx context.Context) {
+//
+// When lost closes (this replica lost the sender's lease) it starts no
+// new delivery, waits for those under way and returns. An entry another
+// sender has claimed is left to it and looked at again a third of
+// LeaseTTL later, when that claim may have lapsed.
+func (b *Bot) deliver(ctx context.Context, lost <-chan struct{}) {
 	type delivered struct {
-		conv   string
-		resend bool
+		conv    string
+		seq     int64
+		resend  bool
+		claimed bool
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -68,6 +75,10 @@ func (b *Bot) deliver(ctx context.Context) {
 	b.mu.Unlock()
 	draining, refresh := false, true
 	inFlight := map[string]bool{}
+	// claimed holds, per entry, until when to leave it to the sender that
+	// claimed it. (A refusal may also mean it was delivered since it was
+	// read: the chat's next entry is then not held up.)
+	claimed := map[int64]time.Time{}
 	resends := 0
 	var batch []prompt.OutboxEntry
 	done := make(chan delivered, maxInFlight)
@@ -84,7 +95,12 @@ func (b *Bot) deliver(ctx context.Context) {
 				b.log.Error("read the outbox", "err", err)
 			}
 			batch = batch[:0]
+			now := b.cfg.Now()
 			for _, e := range entries {
+				if until, ok := claimed[e.Seq]; ok && now.Before(until) {
+					continue
+				}
+				delete(claimed, e.Seq)
 				if !inFlight[e.ConversationID] {
 					batch = append(batch, e)
 				}
@@ -104,14 +120,23 @@ func (b *Bot) deliver(ctx context.Context) {
 				resends++
 			}
 			wg.Go(func() {
-				b.deliverOne(ctx, e)
-				done <- delivered{e.ConversationID, e.Resend}
+				ok := b.deliverOne(ctx, e)
+				done <- delivered{e.ConversationID, e.Seq, e.Resend, ok}
 			})
 		}
 		batch = rest
 		wait := senderPoll
 		if at, ok, err := b.cfg.Store.NextNoticeAt(ctx); err == nil && ok {
 			wait = min(wait, max(at.Sub(b.cfg.Now()), 0))
+		}
+		for seq, until := range claimed {
+			left := until.Sub(b.cfg.Now())
+			if left <= 0 {
+				// Looked at once more, then forgotten: an entry
+				// delivered meanwhile is never read again.
+				delete(claimed, seq)
+			}
+			wait = min(wait, max(left, 0))
 		}
 		stopTimer()
 		stopTimer = b.cfg.Clock.AfterFunc(wait, func() {
@@ -123,12 +148,18 @@ func (b *Bot) deliver(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-lost:
+			return
 		case <-poll:
 			draining, poll, refresh = true, nil, true
 		case d := <-done:
 			delete(inFlight, d.conv)
 			if d.resend {
 				resends--
+			}
+			if !d.claimed {
+				claimed[d.seq] = b.cfg.Now().Add(b.cfg.LeaseTTL / 3)
+				refresh = true
 			}
 			// A live delivery may have a next entry in its chat (the
 			// answer after an edit); a re-send has none to look for.
@@ -143,7 +174,13 @@ func (b *Bot) deliver(ctx context.Context) {
 
 // deliverOne delivers outbox entry e and records how it went: delivered,
 // refused for good (marked, never tried again), or held for a later try.
-func (b *Bot) deliverOne(ctx context.Context, e prompt.OutboxEntry) {
+// It first claims e, and reports false, sending nothing, if another
+// sender holds the claim.
+func (b *Bot) deliverOne(ctx context.Context, e prompt.OutboxEntry) bool {
+	if !b.claim(ctx, e.Seq) {
+		b.log.Info("outbox entry claimed by another sender; left to it", "seq", e.Seq, "conversation", e.ConversationID)
+		return false
+	}
 	var err error
 	switch e.Kind {
 	case prompt.NoticeRequest:
@@ -160,7 +197,7 @@ func (b *Bot) deliverOne(ctx context.Context, e prompt.OutboxEntry) {
 		err = fmt.Errorf("%w: unknown notice kind %q", errGiveUp, e.Kind)
 	}
 	if ctx.Err() != nil {
-		return // stopping: the entry stays as it is, for the next start
+		return true // stopping: the entry stays as it is, for the next start
 	}
 	var note string
 	switch {
@@ -176,11 +213,12 @@ func (b *Bot) deliverOne(ctx context.Context, e prompt.OutboxEntry) {
 		if err := b.cfg.Store.HoldNotice(ctx, e.Seq, b.cfg.Now().Add(hold), err.Error()); err != nil {
 			b.log.Error("hold an undelivered notice", "seq", e.Seq, "err", err)
 		}
-		return
+		return true
 	}
 	if err := b.cfg.Store.MarkNotice(ctx, e.Seq, note); err != nil {
 		b.log.Error("mark a notice delivered; it may be delivered again", "seq", e.Seq, "err", err)
 	}
+	return true
 }
 
 // errGiveUp marks a delivery that no later try can make: its record is

@@ -69,3 +69,6 @@ func (nopStore) NextNoticeAt(context.Context) (time.Time, bool, error) {
 }
 func (nopStore) MarkNotice(context.Context, int64, string) error            { return nil }
 func (nopStore) HoldNotice(context.Context, int64, time.Time, string) error { return nil }
+func (nopStore) ClaimNotice(context.Context, int64, string, time.Time, time.Duration) (bool, error) {
+	return true, nil
+}

@@ -21,14 +21,7 @@ func (s *Service) kick(id string) int {
 		e.again = true
 		return 0
 	}
-	if !s.started {
-		s.started = true
-		s.wg.Add(s.workers)
-		for range s.workers {
-			go s.work()
-		}
-		s.idle = s.workers
-	}
+	s.startLocked()
 	// The first idle workers take the first queued prompts.
 	pos := 0
 	if len(s.queue) >= s.idle {
@@ -38,6 +31,24 @@ func (s *Service) kick(id string) int {
 	s.queue = append(s.queue, id)
 	s.wake.Signal()
 	return pos
+}
+
+// startLocked starts the workers and, with leases, the takeover loop,
+// once.
+func (s *Service) startLocked() {
+	if s.started || s.closing {
+		return
+	}
+	s.started = true
+	s.wg.Add(s.workers)
+	for range s.workers {
+		go s.work()
+	}
+	s.idle = s.workers
+	if s.leases != nil {
+		s.wg.Add(1)
+		go s.takeoverLoop()
+	}
 }
 
 func (s *Service) dequeueLocked(id string) {
@@ -72,7 +83,7 @@ func (s *Service) work() {
 			ctx, cancel := context.WithCancelCause(s.base)
 			e.cancel, e.again = cancel, false
 			s.mu.Unlock()
-			s.advance(ctx, id)
+			s.pass(ctx, cancel, id)
 			cancel(nil)
 			s.mu.Lock()
 			if !e.again || s.closing || s.base.Err() != nil {
@@ -118,39 +129,32 @@ type Recovered struct {
 // (once, however often the process restarts before it is sent). Calls
 // found executing become interrupted with an "outcome unknown" error
 // result and are never run again. Prompts this service already has queued
-// or running are left alone. Waiting prompts are not loaded.
+// or running are left alone, and so, when the store has leases, are those
+// another replica holds: that replica is alive and advancing them (if it
+// dies, the takeover loop Recover starts picks them up once their leases
+// lapse). Waiting prompts are not loaded.
 func (s *Service) Recover(ctx context.Context) (Recovered, error) {
 	var rec Recovered
 	var running []string
-	var cur Cursor
-	for {
-		ids, next, err := s.store.RunningPrompts(ctx, cur, recoverPage)
-		if err != nil {
-			return rec, fmt.Errorf("recover: %w", err)
-		}
-		running = append(running, ids...)
-		if len(ids) < recoverPage {
-			break
-		}
-		cur = next
+	if err := s.eachRunning(ctx, func(ids []string) { running = append(running, ids...) }); err != nil {
+		return rec, fmt.Errorf("recover: %w", err)
 	}
 	n, err := s.store.ResendWaiting(ctx)
 	if err != nil {
 		return rec, fmt.Errorf("recover: re-send waiting requests: %w", err)
 	}
 	rec.Resent = n
+	s.mu.Lock()
+	s.startLocked()
+	s.mu.Unlock()
 	for _, id := range running {
-		s.mu.Lock()
-		_, here := s.entries[id]
-		s.mu.Unlock()
-		if here {
-			continue // created or resumed by this process: its worker owns it
-		}
-		if err := s.repair(ctx, id); err != nil {
+		adopted, err := s.adopt(ctx, id)
+		if err != nil {
 			return rec, fmt.Errorf("recover prompt %s: %w", id, err)
 		}
-		s.kick(id)
-		rec.Resumed++
+		if adopted {
+			rec.Resumed++
+		}
 	}
 	// A deadline that passed while no process ran is met now.
 	s.watchDeadlines()

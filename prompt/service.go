@@ -49,8 +49,23 @@ type Config struct {
 	// Quorum is how many different people must approve a request before
 	// its call runs (default 1); one rejection rejects it.
 	Quorum int
-	Logger *slog.Logger     // default: discard
-	Now    func() time.Time // default: time.Now
+	// Replica names this process to the others that share the store, as
+	// the holder of the leases it takes (default: a random ID). Used only
+	// when Store implements Leases: then each prompt is advanced by one
+	// replica at a time, under the lease "prompt:<id>". Two live processes
+	// must not share a name. A process that restarts under the name it
+	// had takes back at once the prompts it was advancing when it died;
+	// under a new name, they wait for their leases to lapse. A store one
+	// process has to itself (SQLite) can use any fixed name.
+	Replica string
+	// LeaseTTL is how long a prompt's lease lasts without renewal
+	// (default DefaultLeaseTTL): a replica renews it every third of it
+	// while it advances the prompt, and another replica takes the prompt
+	// over within about twice this after the holder died. The replicas'
+	// clocks must agree to well within it.
+	LeaseTTL time.Duration
+	Logger   *slog.Logger     // default: discard
+	Now      func() time.Time // default: time.Now
 	// AfterFunc runs f once d has passed, unless stop is called first
 	// (default: time.AfterFunc); tests pass a clock they move.
 	AfterFunc func(d time.Duration, f func()) (stop func() bool)
@@ -82,7 +97,12 @@ type Service struct {
 	log          *slog.Logger
 	now          func() time.Time
 	afterFunc    func(time.Duration, func()) func() bool
-	reloadMu     sync.Mutex // one reloadTools at a time
+	// leases is the store's, or nil when it has none: then this process
+	// is taken to be the only one.
+	leases   Leases
+	replica  string
+	ttl      time.Duration
+	reloadMu sync.Mutex // one reloadTools at a time
 	// deadlines wakes the goroutine that expires and reminds requests.
 	deadlines chan struct{}
 	watching  bool
@@ -92,6 +112,9 @@ type Service struct {
 	base     context.Context
 	stopBase context.CancelFunc
 	wg       sync.WaitGroup
+
+	// quit is closed when Close begins: the takeover loop stops.
+	quit chan struct{}
 
 	mu      sync.Mutex
 	wake    *sync.Cond
@@ -139,6 +162,9 @@ func NewService(cfg Config) (*Service, error) {
 	if cfg.Quorum < 0 {
 		return nil, fmt.Errorf("new prompt service: quorum %d", cfg.Quorum)
 	}
+	if cfg.LeaseTTL < 0 {
+		return nil, fmt.Errorf("new prompt service: lease TTL %s", cfg.LeaseTTL)
+	}
 	mode, err := ParseMode(string(cfg.Mode))
 	if err != nil {
 		return nil, fmt.Errorf("new prompt service: approval mode %w", err)
@@ -170,8 +196,18 @@ func NewService(cfg Config) (*Service, error) {
 		log:          cfg.Logger,
 		now:          cfg.Now,
 		afterFunc:    cfg.AfterFunc,
+		replica:      cfg.Replica,
+		ttl:          cfg.LeaseTTL,
 		deadlines:    make(chan struct{}, 1),
+		quit:         make(chan struct{}),
 		entries:      map[string]*entry{},
+	}
+	s.leases, _ = cfg.Store.(Leases)
+	if s.replica == "" {
+		s.replica = "r_" + randomID(5)
+	}
+	if s.ttl == 0 {
+		s.ttl = DefaultLeaseTTL
 	}
 	s.wake = sync.NewCond(&s.mu)
 	if s.maxTurns <= 0 {
@@ -204,6 +240,9 @@ func NewService(cfg Config) (*Service, error) {
 	s.base, s.stopBase = context.WithCancel(context.Background())
 	return s, nil
 }
+
+// Replica returns the name this process holds leases under.
+func (s *Service) Replica() string { return s.replica }
 
 // ToolSource is a set of tools that changes while the service runs.
 type ToolSource interface {
@@ -520,6 +559,9 @@ func (s *Service) Stop(ctx context.Context, approvalID, by string) error {
 // error without waiting further.
 func (s *Service) Close(ctx context.Context) error {
 	s.mu.Lock()
+	if !s.closing {
+		close(s.quit)
+	}
 	s.closing = true
 	s.wake.Broadcast()
 	s.mu.Unlock()

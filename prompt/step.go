@@ -92,19 +92,20 @@ func noticesOf(before, after *Prompt) []Notice {
 	return ns
 }
 
-// advance takes prompt id through its steps until it pauses, ends, or ctx
-// is cut by shutdown. Each step loads nothing new unless its save lost the
-// compare-and-set: the worker's copy is the cache.
-func (s *Service) advance(ctx context.Context, id string) {
+// advance takes prompt id through its steps until it pauses, ends, ctx
+// is cut by shutdown, or the pass's lease h lapses. Each step loads
+// nothing new unless its save lost the compare-and-set: the worker's copy
+// is the cache. It reports whether the prompt was left paused.
+func (s *Service) advance(ctx context.Context, h *hold, id string) (paused bool) {
 	lctx, cancel := storeCtx(ctx)
 	p, err := s.store.LoadPrompt(lctx, id)
 	cancel()
 	if err != nil {
 		s.log.Error("load prompt", "prompt", id, "err", err)
-		return
+		return false
 	}
 	if p.State != StateRunning {
-		return
+		return false
 	}
 	act := Activity{PromptID: p.ID, ConversationID: p.ConversationID, Working: true}
 	s.onActivity.emit(context.WithoutCancel(ctx), act)
@@ -113,11 +114,13 @@ func (s *Service) advance(ctx context.Context, id string) {
 		s.onActivity.emit(context.WithoutCancel(ctx), act)
 	}()
 	r := &run{s: s, p: p}
-	for r.p.State == StateRunning && !shutdown(ctx) {
+	defer func() { paused = r.p.State == StateWaiting }()
+	for r.p.State == StateRunning && !shutdown(ctx) && h.holds() {
 		if !r.step(ctx) {
 			return
 		}
 	}
+	return
 }
 
 // run is one worker's pass over a prompt.
@@ -445,8 +448,17 @@ func (r *run) pause(id string, req Requirement) change {
 	}
 }
 
-// endCancelled ends a prompt a Cancel marked, for a prompt no worker has.
+// endCancelled ends a prompt a Cancel marked, for a prompt no worker has
+// here. A prompt another replica holds is left to it: its next step sees
+// the Cancel.
 func (s *Service) endCancelled(ctx context.Context, id string) {
+	ctx, cut := context.WithCancelCause(ctx)
+	defer cut(nil)
+	h, ok := s.take(ctx, id, cut)
+	if !ok {
+		return
+	}
+	defer h.release()
 	sctx, cancel := storeCtx(ctx)
 	p, err := s.store.LoadPrompt(sctx, id)
 	cancel()
@@ -455,7 +467,7 @@ func (s *Service) endCancelled(ctx context.Context, id string) {
 		return
 	}
 	r := &run{s: s, p: p}
-	for r.p.State == StateRunning && r.p.CancelledBy != "" {
+	for r.p.State == StateRunning && r.p.CancelledBy != "" && h.holds() {
 		if !r.step(ctx) {
 			return
 		}

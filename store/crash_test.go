@@ -84,7 +84,10 @@ func crashService(st prompt.Store, logPath string, rounds int, afterAppend func(
 		}
 		return prompt.Response{Text: "all done"}, nil
 	})
-	return prompt.NewService(prompt.Config{Model: model, Store: st, Tools: []*prompt.Tool{tool}})
+	// One process at a time opens a SQLite file, so both use one replica
+	// name: the restarted process takes back at once the leases of the
+	// prompts the dead one was advancing, rather than after they lapse.
+	return prompt.NewService(prompt.Config{Model: model, Store: st, Tools: []*prompt.Tool{tool}, Replica: "crash-test"})
 }
 
 // killAfterDecide dies the moment a decision is durable, before the

@@ -85,7 +85,8 @@ func (db *DB) MarkNotice(ctx context.Context, seq int64, note string) error {
 }
 
 // HoldNotice counts a failed delivery of outbox entry seq and holds it, and
-// so its conversation, until until.
+// so its conversation, until until. It ends the entry's claim: whichever
+// sender holds the outbox then tries it again.
 func (db *DB) HoldNotice(ctx context.Context, seq int64, until time.Time, note string) error {
 	return db.updateNotice(ctx, "hold", db.stmt.holdNotice, until.UnixMilli(), note, seq)
 }
@@ -107,6 +108,43 @@ func (db *DB) updateNotice(ctx context.Context, what string, st *sql.Stmt, args 
 		return fmt.Errorf("%s outbox entry %v: %w", what, args[len(args)-1], err)
 	}
 	return nil
+}
+
+// ClaimNotice gives outbox entry seq to holder until now+ttl, if it is
+// undelivered and not claimed by another holder whose claim has not
+// lapsed, and reports whether holder now holds it: a compare-and-set on
+// the row. Returns an error wrapping prompt.ErrNotFound if there is no
+// such entry.
+func (db *DB) ClaimNotice(ctx context.Context, seq int64, holder string, now time.Time, ttl time.Duration) (bool, error) {
+	var claimed bool
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE outbox SET claimed_by = ?1, claimed_until = ?2
+			WHERE seq = ?3 AND done_at IS NULL
+			  AND (claimed_by = ?1 OR claimed_until IS NULL OR claimed_until <= ?4)`,
+			holder, now.Add(ttl).UnixMilli(), seq, now.UnixMilli())
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if claimed = n == 1; claimed {
+			return nil
+		}
+		var exists bool
+		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM outbox WHERE seq = ?)`, seq).Scan(&exists); err != nil {
+			return err
+		}
+		if !exists {
+			return prompt.ErrNotFound
+		}
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("claim outbox entry %d: %w", seq, err)
+	}
+	return claimed, nil
 }
 
 // errNoConversation is returned when a cancelled prompt vanished mid-way;

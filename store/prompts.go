@@ -597,8 +597,8 @@ func (db *DB) prepare(ctx context.Context) error {
 			ORDER BY a.rowid`},
 		{&db.stmt.insertVote, db.writer, `INSERT INTO approval_votes (approval_id, voter_id, voter, at) VALUES (?, ?, ?, ?)`},
 		{&db.stmt.markNotice, db.writer, `UPDATE outbox SET done_at = ?, note = ? WHERE seq = ?`},
-		{&db.stmt.holdNotice, db.writer, `UPDATE outbox SET held_until = ?, attempts = attempts + 1, note = ?
-			WHERE seq = ?`},
+		{&db.stmt.holdNotice, db.writer, `UPDATE outbox SET held_until = ?, attempts = attempts + 1, note = ?,
+			claimed_by = '', claimed_until = NULL WHERE seq = ?`},
 		{&db.stmt.load, db.reader, promptSelect(`SELECT * FROM prompts WHERE id = ?`)},
 		{&db.stmt.active, db.reader, promptSelect(`SELECT * FROM prompts
 			WHERE conversation_id = ? AND state IN ('running', 'waiting_for_approval')`)},

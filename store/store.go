@@ -500,3 +500,13 @@ func parseTime(s string) (time.Time, error) {
 	}
 	return t.UTC(), nil
 }
+
+// Ping reports whether the database answers: it reads one row through the
+// store's readers, within ctx. After Close it returns an error.
+func (db *DB) Ping(ctx context.Context) error {
+	var one int
+	if err := db.reader.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err != nil {
+		return fmt.Errorf("ping %s: %w", db.path, err)
+	}
+	return nil
+}

@@ -146,6 +146,15 @@ func (db *DB) Close() error {
 	return nil
 }
 
+// Ping reports whether the server answers, within ctx. After Close it
+// returns an error.
+func (db *DB) Ping(ctx context.Context) error {
+	if err := db.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("ping %s: %w", db.name, err)
+	}
+	return nil
+}
+
 // write runs fn in one read-committed transaction. Every change that must
 // not be lost to a concurrent one is a compare-and-set in its WHERE, or
 // locks the rows it reads first.

@@ -3,7 +3,10 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -153,5 +156,104 @@ func testDueNoticesAreEachConversationsOldestAndResendsLast(t *testing.T, open O
 	}
 	if n, err := db.ResendWaiting(ctx); err != nil || n != 1 {
 		t.Fatalf("restart after delivery re-sent %d (want a's only: b was decided), %v", n, err)
+	}
+}
+
+// A claim gives an outbox entry to one sender until it lapses: another is
+// refused meanwhile, the claimer renews it, a hold ends it, and a
+// delivered entry cannot be claimed.
+func testClaimNoticeIsACompareAndSetThatLapses(t *testing.T, open Opener) {
+	ctx := context.Background()
+	db := open(t, nil)
+	if err := db.CreatePrompt(ctx, gatedPrompt("p1", "c", "appr0000000000001")); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CancelPrompt(ctx, "p1", "alice", t0); err != nil {
+		t.Fatal(err)
+	}
+	due, err := db.DueNotices(ctx, t0, 10)
+	if err != nil || len(due) != 1 {
+		t.Fatalf("due = %v, %v; want one entry", describe(due), err)
+	}
+	seq, ttl := due[0].Seq, 10*time.Second
+	claim := func(holder string, at time.Duration) bool {
+		t.Helper()
+		ok, err := db.ClaimNotice(ctx, seq, holder, t0.Add(at), ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if !claim("a", 0) {
+		t.Fatal("a free entry was refused")
+	}
+	if claim("b", 9*time.Second) {
+		t.Fatal("b claimed an entry a holds")
+	}
+	if !claim("a", 9*time.Second) {
+		t.Fatal("a could not renew its claim")
+	}
+	if claim("b", 18*time.Second) {
+		t.Fatal("b claimed an entry whose renewed claim has not lapsed")
+	}
+	// Lapsed (a died mid-delivery): b takes it, so it is still delivered.
+	if !claim("b", 19*time.Second) {
+		t.Fatal("b could not claim an entry whose claim lapsed")
+	}
+	// A hold ends the claim: whoever sends next may claim it.
+	if err := db.HoldNotice(ctx, seq, t0.Add(20*time.Second), "429"); err != nil {
+		t.Fatal(err)
+	}
+	if !claim("a", 20*time.Second) {
+		t.Fatal("a could not claim an entry held after b's failure")
+	}
+	if err := db.MarkNotice(ctx, seq, ""); err != nil {
+		t.Fatal(err)
+	}
+	if claim("a", 21*time.Second) || claim("b", time.Hour) {
+		t.Fatal("a delivered entry was claimed")
+	}
+	if _, err := db.ClaimNotice(ctx, seq+1000, "a", t0, ttl); !errors.Is(err, prompt.ErrNotFound) {
+		t.Fatalf("claim of no entry: %v, want ErrNotFound", err)
+	}
+}
+
+// Senders racing for one entry: exactly one claims it.
+func testClaimNoticeRaceHasOneWinner(t *testing.T, open Opener) {
+	ctx := context.Background()
+	db := open(t, nil)
+	if err := db.CreatePrompt(ctx, gatedPrompt("p1", "c", "appr0000000000001")); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CancelPrompt(ctx, "p1", "alice", t0); err != nil {
+		t.Fatal(err)
+	}
+	due, err := db.DueNotices(ctx, t0, 10)
+	if err != nil || len(due) != 1 {
+		t.Fatalf("due = %v, %v; want one entry", describe(due), err)
+	}
+	var won atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			ok, err := db.ClaimNotice(ctx, due[0].Seq, fmt.Sprintf("sender-%d", i), t0, time.Minute)
+			if err != nil {
+				t.Error(err)
+			}
+			if ok {
+				won.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if n := won.Load(); n != 1 {
+		t.Fatalf("%d senders claimed the entry, want 1", n)
+	}
+}
+
+// Ping answers while the store is open.
+func testPingAnswers(t *testing.T, open Opener) {
+	if err := open(t, nil).Ping(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -9,6 +9,7 @@
 package storetest
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -24,6 +25,8 @@ type Backend interface {
 	prompt.Leases
 	bot.Store
 	webfetch.Store
+	// Ping reports whether the database answers.
+	Ping(context.Context) error
 }
 
 // Opener opens a new, empty store for one test, closed at its end. now is
@@ -55,6 +58,9 @@ func Run(t *testing.T, open Opener) {
 		{"NoticesAreRecordedWithTheirChange", testNoticesAreRecordedWithTheirChange},
 		{"CancelRecordsTheOutcomeOfThePendingApproval", testCancelRecordsTheOutcomeOfThePendingApproval},
 		{"DueNoticesAreEachConversationsOldestAndResendsLast", testDueNoticesAreEachConversationsOldestAndResendsLast},
+		{"ClaimNoticeIsACompareAndSetThatLapses", testClaimNoticeIsACompareAndSetThatLapses},
+		{"ClaimNoticeRaceHasOneWinner", testClaimNoticeRaceHasOneWinner},
+		{"PingAnswers", testPingAnswers},
 		// Votes.
 		{"VoteDecidesAtQuorumOnce", testVoteDecidesAtQuorumOnce},
 		{"VoteAfterRejectionIsNotPending", testVoteAfterRejectionIsNotPending},
