@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"sync"
 	"testing"
@@ -143,6 +144,12 @@ func (s *dbStore) SavePrompt(ctx context.Context, p *prompt.Prompt, changed []in
 	return s.Store.SavePrompt(ctx, p, changed, notices...)
 }
 
+// leasedStore is a store with leases, as the SQL stores are.
+type leasedStore struct {
+	prompt.Store
+	prompt.Leases
+}
+
 type opts struct {
 	mem          *prompttest.Store // shared with another service; new if nil
 	save         func(p *prompt.Prompt, changed []int) error
@@ -162,6 +169,12 @@ type opts struct {
 	// policy and mode are the operator's rules and approval mode.
 	policy prompt.Policy
 	mode   prompt.Mode
+	// replica, when set, names the service and gives it leases: those of
+	// leases, else mem's. ttl is its LeaseTTL.
+	replica string
+	leases  prompt.Leases
+	ttl     time.Duration
+	logger  *slog.Logger
 }
 
 type harness struct {
@@ -191,6 +204,12 @@ func newHarness(t testing.TB, o opts, steps ...prompttest.Step) *harness {
 	if o.wrap != nil {
 		store = o.wrap(store)
 	}
+	if o.replica != "" {
+		if o.leases == nil {
+			o.leases = o.mem
+		}
+		store = leasedStore{store, o.leases}
+	}
 	h := &harness{
 		t: t, mem: o.mem, script: prompttest.NewModel(steps...), rec: o.rec,
 		reqs:     make(chan prompt.ApprovalRequest, 1000),
@@ -207,6 +226,7 @@ func newHarness(t testing.TB, o opts, steps ...prompttest.Step) *harness {
 		ApprovalTimeout: o.timeout, ApprovalRemind: o.remind, Quorum: o.quorum,
 		Now: o.clock.nowFunc(), AfterFunc: o.clock.afterFunc(),
 		Policy: o.policy, Mode: o.mode,
+		Replica: o.replica, LeaseTTL: o.ttl, Logger: o.logger,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -236,24 +236,29 @@ func (s *Service) eachRunning(ctx context.Context, f func(ids []string)) error {
 
 // takeoverLoop looks every LeaseTTL, on the service's clock, for running
 // prompts whose lease lapsed (their replica died or shut down) and takes
-// them over. The service owns it; Close stops it.
-func (s *Service) takeoverLoop() {
+// them over. The service owns it; Close stops it. Its first look is due
+// when it starts: tick gets a value then, and stop cancels that.
+func (s *Service) takeoverLoop(tick chan struct{}, stop func() bool) {
 	defer s.wg.Done()
-	tick := make(chan struct{}, 1)
 	for {
-		stop := s.afterFunc(s.ttl, func() {
-			select {
-			case tick <- struct{}{}:
-			default:
-			}
-		})
 		select {
 		case <-s.quit:
 			stop()
 			return
 		case <-tick:
 		}
+		// The next look is due a TTL after this one began, however long
+		// this one takes.
+		stop = s.afterFunc(s.ttl, func() { signal(tick) })
 		s.takeOver(s.base)
+	}
+}
+
+// signal puts a value in ch unless one is waiting there already.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
 	}
 }
 

@@ -46,8 +46,12 @@ func (s *Service) startLocked() {
 	}
 	s.idle = s.workers
 	if s.leases != nil {
+		// The first look is timed here, not in the goroutine, so that it
+		// is due a TTL after the start as the caller sees it.
+		tick := make(chan struct{}, 1)
+		stop := s.afterFunc(s.ttl, func() { signal(tick) })
 		s.wg.Add(1)
-		go s.takeoverLoop()
+		go s.takeoverLoop(tick, stop)
 	}
 }
 

@@ -89,16 +89,19 @@ type config struct {
 	// variables ShellEnv names (empty: its default).
 	// MCPServers is an mcpServers JSON file; MCPTimeout bounds one call
 	// of their tools (0: the mcp package's default).
-	MCPServers      string        `env:"MCP_SERVERS"`
-	MCPTimeout      time.Duration `env:"MCP_TIMEOUT"`
-	ShellEnabled    bool          `env:"SHELL_ENABLED"`
-	ShellDir        string        `env:"SHELL_DIR"`
-	ShellTimeout    time.Duration `env:"SHELL_TIMEOUT"`
-	ShellEnv        []string      `env:"SHELL_ENV" envSeparator:","`
-	LogLevel        string        `env:"LOG_LEVEL" envDefault:"info"`
-	WebhookURL      string        `env:"WEBHOOK_URL"`
-	WebhookSecret   string        `env:"WEBHOOK_SECRET"`
-	ListenAddr      string        `env:"LISTEN_ADDR"`
+	MCPServers    string        `env:"MCP_SERVERS"`
+	MCPTimeout    time.Duration `env:"MCP_TIMEOUT"`
+	ShellEnabled  bool          `env:"SHELL_ENABLED"`
+	ShellDir      string        `env:"SHELL_DIR"`
+	ShellTimeout  time.Duration `env:"SHELL_TIMEOUT"`
+	ShellEnv      []string      `env:"SHELL_ENV" envSeparator:","`
+	LogLevel      string        `env:"LOG_LEVEL" envDefault:"info"`
+	WebhookURL    string        `env:"WEBHOOK_URL"`
+	WebhookSecret string        `env:"WEBHOOK_SECRET"`
+	ListenAddr    string        `env:"LISTEN_ADDR"`
+	// ReplicaName names this process among replicas that share
+	// PostgreSQL (default: the host name and a random suffix).
+	ReplicaName     string        `env:"REPLICA_NAME"`
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"30s"`
 
 	allowedUsers []int64

@@ -18,6 +18,7 @@ type database interface {
 	prompt.Store
 	bot.Store
 	webfetch.Store
+	pinger
 	Close() error
 }
 

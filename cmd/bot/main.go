@@ -232,6 +232,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		NoSelfApproval: !cfg.ApprovalSelf,
 		HelpNotes:      helpNotes,
 		Notify:         cfg.notify,
+		// Replicas share PostgreSQL and take turns through its leases; a
+		// SQLite file is opened by one process only, which needs none.
+		Leases:  leasesOf(db),
+		Replica: replicaName(cfg.ReplicaName, os.Hostname),
 	})
 	if err != nil {
 		return fmt.Errorf("telegram: %w", err)
@@ -247,7 +251,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	botCtx, stopBot := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBot()
 	served := make(chan error, 1)
-	go func() { served <- serve(botCtx, cfg, tg, log) }()
+	go func() { served <- serve(botCtx, cfg, tg, db, log) }()
 	var runErr error
 	select {
 	case <-ctx.Done():
@@ -297,9 +301,10 @@ func withFallback(getenv func(string) string, file map[string]string) func(strin
 }
 
 // serve runs the Telegram side until ctx ends: long polling, or in webhook
-// mode an HTTP server for Telegram's deliveries and a health check.
-func serve(ctx context.Context, cfg config, tg *bot.Bot, log *slog.Logger) error {
-	if cfg.WebhookURL == "" {
+// mode an HTTP server for Telegram's deliveries. With LISTEN_ADDR set the
+// server also answers health checks (/healthz, /health), in either mode.
+func serve(ctx context.Context, cfg config, tg *bot.Bot, db pinger, log *slog.Logger) error {
+	if cfg.ListenAddr == "" {
 		if err := tg.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			return fmt.Errorf("telegram: %w", err)
 		}
@@ -310,14 +315,13 @@ func serve(ctx context.Context, cfg config, tg *bot.Bot, log *slog.Logger) error
 		return fmt.Errorf("listen on LISTEN_ADDR=%s: %w", cfg.ListenAddr, err)
 	}
 	mux := http.NewServeMux()
-	health := func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = io.WriteString(w, "ok\n")
-	}
+	health := healthHandler(db, tg, cfg.WebhookURL == "")
 	// Both spellings are common in probes and load balancers.
-	mux.HandleFunc("GET /healthz", health)
-	mux.HandleFunc("GET /health", health)
-	mux.Handle("/", tg.WebhookHandler())
+	mux.Handle("GET /healthz", health)
+	mux.Handle("GET /health", health)
+	if cfg.WebhookURL != "" {
+		mux.Handle("/", tg.WebhookHandler())
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	log.Info("webhook server listening", "addr", ln.Addr().String())
 
