@@ -18,6 +18,7 @@ import (
 
 	"tollgate/bot/telegramtest"
 	"tollgate/llm/llmtest"
+	"tollgate/prompt"
 	"tollgate/store/pgtest"
 )
 
@@ -48,7 +49,10 @@ func newBalancer(t *testing.T, addrs []string) *balancer {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lb.backends = append(lb.backends, httputil.NewSingleHostReverseProxy(u))
+		p := httputil.NewSingleHostReverseProxy(u)
+		// A killed replica is expected: answer 502 without a log line.
+		p.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) }
+		lb.backends = append(lb.backends, p)
 	}
 	lb.srv = httptest.NewServer(lb)
 	t.Cleanup(lb.srv.Close)
@@ -143,13 +147,7 @@ func newCluster(t *testing.T, w *world, n int) *cluster {
 	return c
 }
 
-// health is a replica's /healthz answer.
-type health struct {
-	Database string `json:"database"`
-	Replica  string `json:"replica"`
-	Sender   bool   `json:"sender"`
-}
-
+// health reads replica r's /healthz answer.
 func (c *cluster) health(r *replica) (health, error) {
 	resp, err := http.Get("http://" + r.addr + "/healthz")
 	if err != nil {
@@ -247,26 +245,33 @@ func once(t *testing.T, tg *telegramtest.Server, what string, match func(telegra
 	}
 }
 
+// replicaWait bounds what a replica must see done by another. The sender
+// is woken at once by the notices its own process writes, but learns of
+// another replica's only when it next reads the outbox: within
+// senderPoll (30s) of bot/outbox.go.
+const replicaWait = 45 * time.Second
+
 // settle waits for stray work to show: a duplicate send or a second fetch
 // would come within this.
 const settle = 2 * time.Second
 
 func TestReplicasPressAtAnyReplicaDecidesAndRunsOnce(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.llm.Add(llmtest.CallTool("web-fetch__fetch", w.fetchArgs()), llmtest.Text("Three replicas say hello."))
-	c := newCluster(t, w, 3)
-	w.tg.WaitCall(t, wait, telegramtest.Method("setWebhook", telegramtest.Succeeded))
+	newCluster(t, w, 3)
+	w.tg.WaitCall(t, replicaWait, telegramtest.Method("setWebhook", telegramtest.Succeeded))
 
 	w.tg.UserMessage(alice.ID, alice, "What does the news page say?")
-	req := w.tg.WaitCall(t, wait, approvalMessages)
+	req := w.tg.WaitCall(t, replicaWait, approvalMessages)
 	if w.hits.Load() != 0 {
 		t.Fatal("page fetched before approval")
 	}
 	// Through the balancer: two in three presses reach a replica other
 	// than the one that took the message.
 	w.tg.Press(alice.ID, alice, messageID(t, req), buttonData(t, req, "Approve"))
-	w.tg.WaitCall(t, wait, sentText("Three replicas say hello."))
-	w.tg.WaitCall(t, wait, func(c telegramtest.Call) bool {
+	w.tg.WaitCall(t, replicaWait, sentText("Three replicas say hello."))
+	w.tg.WaitCall(t, replicaWait, func(c telegramtest.Call) bool {
 		return c.Method == "editMessageText" && c.OK() && strings.Contains(c.Param("text"), "Approved")
 	})
 	time.Sleep(settle)
@@ -278,17 +283,17 @@ func TestReplicasPressAtAnyReplicaDecidesAndRunsOnce(t *testing.T) {
 	if n := len(w.llm.Requests()); n != 2 {
 		t.Errorf("model asked %d times, want 2", n)
 	}
-	_ = c
 }
 
 func TestReplicasDoublePressOnTwoReplicasDecidesOnce(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	w.llm.Add(llmtest.CallTool("web-fetch__fetch", w.fetchArgs()), llmtest.Text("Decided once."))
 	c := newCluster(t, w, 3)
-	w.tg.WaitCall(t, wait, telegramtest.Method("setWebhook", telegramtest.Succeeded))
+	w.tg.WaitCall(t, replicaWait, telegramtest.Method("setWebhook", telegramtest.Succeeded))
 
 	w.tg.UserMessage(alice.ID, alice, "What does the news page say?")
-	req := w.tg.WaitCall(t, wait, approvalMessages)
+	req := w.tg.WaitCall(t, replicaWait, approvalMessages)
 
 	// Two presses of Approve, taken from the balancer and handed to two
 	// replicas at the same moment.
@@ -303,7 +308,7 @@ func TestReplicasDoublePressOnTwoReplicasDecidesOnce(t *testing.T) {
 		select {
 		case b := <-presses:
 			bodies = append(bodies, b)
-		case <-time.After(wait):
+		case <-time.After(replicaWait):
 			t.Fatal("the presses were not delivered")
 		}
 	}
@@ -321,8 +326,8 @@ func TestReplicasDoublePressOnTwoReplicasDecidesOnce(t *testing.T) {
 	close(start)
 	wg.Wait()
 
-	w.tg.WaitCall(t, wait, sentText("Decided once."))
-	answers := w.tg.WaitCalls(t, wait, 2, telegramtest.Method("answerCallbackQuery"))
+	w.tg.WaitCall(t, replicaWait, sentText("Decided once."))
+	answers := w.tg.WaitCalls(t, replicaWait, 2, telegramtest.Method("answerCallbackQuery"))
 	time.Sleep(settle)
 	texts := map[string]string{}
 	for _, a := range w.tg.Calls(telegramtest.Method("answerCallbackQuery")) {
@@ -347,4 +352,144 @@ func TestReplicasDoublePressOnTwoReplicasDecidesOnce(t *testing.T) {
 		t.Errorf("page fetched %d times", got)
 	}
 	once(t, w.tg, "answer sent", sentText("Decided once."))
+}
+
+// awaitNewSender waits until exactly one live replica says it is the
+// sender and it is not old, and returns it.
+func (c *cluster) awaitNewSender(old *replica, timeout time.Duration) *replica {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		s := c.sender(time.Until(deadline))
+		if s != old {
+			return s
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%s is still the sender after %s", old.name, timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// The sender's lease lasts 15s (bot's defaultLeaseTTL); the others try
+// every third of it.
+const senderTTL = 15 * time.Second
+
+// claimTTL is how long a sender's claim on an outbox entry lasts (bot's
+// claimLeases lease terms): an entry whose sender died mid-delivery goes
+// out again once it lapses.
+const claimTTL = 4 * senderTTL
+
+func TestReplicasSIGKILLOfTheSenderLosesNoNoticeAndSendsNoneTwice(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.llm.Add(llmtest.CallTool("web-fetch__fetch", w.fetchArgs()), llmtest.Text("The new sender says hello."))
+	c := newCluster(t, w, 3)
+	old := c.sender(wait)
+
+	// The request's first send fails, and the sender dies before its
+	// retry, a second later: it dies mid-delivery, holding the entry's
+	// claim.
+	w.tg.Fail("sendMessage", 1, telegramtest.ServerError())
+	w.tg.UserMessage(alice.ID, alice, "What does the news page say?")
+	w.tg.WaitCall(t, replicaWait, func(c telegramtest.Call) bool {
+		return c.Method == "sendMessage" && !c.OK() && strings.Contains(c.Param("reply_markup"), "inline_keyboard")
+	})
+	old.proc.kill()
+	killed := time.Now()
+	if n := len(w.tg.Calls(approvalMessages)); n != 0 {
+		t.Fatalf("the request got through before the kill (%d); the test proves nothing", n)
+	}
+
+	next := c.awaitNewSender(old, senderTTL+replicaWait)
+	tookOver := time.Since(killed)
+	t.Logf("sender %s killed; %s took over %s later (lease %s)", old.name, next.name, tookOver.Round(time.Millisecond), senderTTL)
+	if tookOver > senderTTL+senderTTL/3+5*time.Second {
+		t.Errorf("%s took over %s after the sender died; its lease lasts %s", next.name, tookOver, senderTTL)
+	}
+	// The new sender leaves the entry to the dead one's claim until it
+	// lapses (claimLeases lease terms), then sends it.
+	req := w.tg.WaitCall(t, claimTTL+replicaWait, approvalMessages)
+	t.Logf("the request held by the dead sender's claim was sent %s after the kill (claim %s)", time.Since(killed).Round(time.Millisecond), claimTTL)
+
+	w.tg.Press(alice.ID, alice, messageID(t, req), buttonData(t, req, "Approve"))
+	w.tg.WaitCall(t, replicaWait, sentText("The new sender says hello."))
+	time.Sleep(settle)
+	once(t, w.tg, "request sent", approvalMessages)
+	once(t, w.tg, "answer sent", sentText("The new sender says hello."))
+	if got := w.hits.Load(); got != 1 {
+		t.Errorf("page fetched %d times", got)
+	}
+}
+
+// promptTTL is the prompt lease's TTL (prompt.DefaultLeaseTTL: cmd/bot
+// sets none): a live replica renews it every third; the others look for
+// lapsed ones every TTL, so a takeover comes within two TTLs of a death.
+const promptTTL = prompt.DefaultLeaseTTL
+
+func TestReplicasSIGKILLWhileAToolRunsIsReportedAsOutcomeUnknownAndNotRunAgain(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	// The page answers only when the test lets it, or never: the replica
+	// fetching it dies first.
+	fetching := make(chan struct{}, 4)
+	w.page = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		w.hits.Add(1)
+		fetching <- struct{}{}
+		<-r.Context().Done()
+	}))
+	t.Cleanup(w.page.Close)
+	w.llm.Add(llmtest.CallTool("web-fetch__fetch", w.fetchArgs()), llmtest.Text("I cannot tell whether it ran."))
+	c := newCluster(t, w, 3)
+
+	w.tg.UserMessage(alice.ID, alice, "What does the news page say?")
+	req := w.tg.WaitCall(t, replicaWait, approvalMessages)
+	// The press goes to r2 itself: the replica that decides advances the
+	// prompt, so r2 runs the fetch.
+	presses := c.lb.capture()
+	w.tg.Press(alice.ID, alice, messageID(t, req), buttonData(t, req, "Approve"))
+	var press []byte
+	select {
+	case press = <-presses:
+	case <-time.After(replicaWait):
+		t.Fatal("the press was not delivered")
+	}
+	c.lb.release()
+	runner := c.replicas[1]
+	if status, err := c.post(runner, press); err != nil || status != http.StatusOK {
+		t.Fatalf("press at %s: status %d, %v", runner.name, status, err)
+	}
+	select {
+	case <-fetching:
+	case <-time.After(replicaWait):
+		t.Fatal("the page was not fetched")
+	}
+	runner.proc.kill()
+	killed := time.Now()
+
+	// Another replica takes the prompt over and tells the model the
+	// call's outcome is unknown.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*promptTTL+replicaWait)
+	defer cancel()
+	second, err := w.llm.WaitContext(ctx, 2)
+	if err != nil {
+		t.Fatalf("no takeover %s after the kill: %v", time.Since(killed).Round(time.Millisecond), err)
+	}
+	took := time.Since(killed)
+	t.Logf("%s killed while fetching; the prompt was taken over %s later (lease %s)", runner.name, took.Round(time.Millisecond), promptTTL)
+	if took > 2*promptTTL+5*time.Second {
+		t.Errorf("taken over %s after the death; the lease lasts %s", took, promptTTL)
+	}
+	if result := toolResult(second); !strings.Contains(result, prompt.InterruptedError) {
+		t.Errorf("the model was told %q, not that the outcome is unknown", result)
+	}
+	w.tg.WaitCall(t, replicaWait, sentText("I cannot tell whether it ran."))
+	time.Sleep(settle)
+	if got := w.hits.Load(); got != 1 {
+		t.Errorf("page fetched %d times", got)
+	}
+	once(t, w.tg, "answer sent", sentText("I cannot tell whether it ran."))
+	if n := len(w.llm.Requests()); n != 2 {
+		t.Errorf("model asked %d times, want 2", n)
+	}
 }
