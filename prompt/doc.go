@@ -32,6 +32,17 @@
 // until it pauses or ends; the others wait in line, in the order they
 // were created or resumed, and Create says how many are ahead.
 //
+// # Replicas
+//
+// When the Store also implements Leases, several processes may share it:
+// a pass over a prompt holds the lease "prompt:<id>" for Config.Replica,
+// renewed every LeaseTTL/3 on the service's clock, and a replica that
+// finds it held leaves the prompt to the holder. Every LeaseTTL a loop
+// the Service owns (started with the workers or by Recover, stopped by
+// Close) takes over running prompts whose lease lapsed, repairing them
+// under the lease as Recover does. The compare-and-set on Rev still keeps
+// the record true when a stalled replica acts after its lease lapsed.
+//
 // # Events
 //
 // Listeners (OnApprovalRequested, OnEnded, OnActivity) run on the worker's

@@ -144,8 +144,9 @@ type entry struct {
 // to one cut by shutdown.
 var errCancelled = errors.New("cancelled by the user")
 
-// NewService checks cfg and returns a service. Its workers start with the
-// first prompt to advance.
+// NewService checks cfg and returns a service. Its workers (and, with
+// leases, its takeover loop) start with the first prompt to advance or
+// with Recover.
 func NewService(cfg Config) (*Service, error) {
 	if cfg.Model == nil {
 		return nil, errors.New("new prompt service: no model")
