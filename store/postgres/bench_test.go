@@ -2,7 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -155,30 +154,6 @@ func BenchmarkDecisionsPostgres1Replica(b *testing.B) { benchmarkDecisions(b, 1)
 // services that share the database, each prompt advanced under its lease.
 func BenchmarkDecisionsPostgres3Replicas(b *testing.B) { benchmarkDecisions(b, 3) }
 
-// mortal is a replica's store that dies: once killed, every lease and
-// save fails, as they would for a process that is gone, and the replica
-// can no longer renew the lease of the prompt it advances.
-type mortal struct {
-	*postgres.DB
-	dead atomic.Bool
-}
-
-var errDead = errors.New("replica is dead")
-
-func (m *mortal) Lease(ctx context.Context, name, holder string, now time.Time, ttl time.Duration) (bool, error) {
-	if m.dead.Load() {
-		return false, errDead
-	}
-	return m.DB.Lease(ctx, name, holder, now, ttl)
-}
-
-func (m *mortal) SavePrompt(ctx context.Context, p *prompt.Prompt, changed []int, notices ...prompt.Notice) error {
-	if m.dead.Load() {
-		return errDead
-	}
-	return m.DB.SavePrompt(ctx, p, changed, notices...)
-}
-
 // BenchmarkTakeover measures the time from the death of a replica that is
 // running a tool call to another replica's takeover of its prompt: the
 // moment the survivor asks the model with the call's result "outcome
@@ -227,7 +202,8 @@ func BenchmarkTakeover(b *testing.B) {
 	var total time.Duration
 	for i := 0; b.Loop(); i++ {
 		b.StopTimer()
-		store := &mortal{DB: openReplica(b, url)}
+		dead := &atomic.Bool{}
+		store := mortalDB{DB: openReplica(b, url), dead: dead}
 		victim, err := prompt.NewService(prompt.Config{Model: model, Store: store, Tools: tools,
 			Replica: fmt.Sprint("victim", i), LeaseTTL: ttl, HistoryLimit: 1})
 		if err != nil {
@@ -243,7 +219,7 @@ func BenchmarkTakeover(b *testing.B) {
 		time.Sleep(ttl/3 + time.Duration(i%10)*ttl/30)
 		b.StartTimer()
 		died := time.Now()
-		store.dead.Store(true)
+		dead.Store(true)
 		var a prompt.Answer
 		select {
 		case a = <-ended:
