@@ -22,6 +22,7 @@ import (
 
 	"tollgate/bot/telegramtest"
 	"tollgate/llm/llmtest"
+	"tollgate/store/pgtest"
 )
 
 // The end-to-end tests build the real binary and run it as a child process
@@ -46,7 +47,8 @@ var buildBinary = sync.OnceValues(func() (string, error) {
 })
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	// The replica tests share one PostgreSQL server, stopped here.
+	code := pgtest.Run(m)
 	if bin, err := buildBinary(); err == nil {
 		os.RemoveAll(filepath.Dir(bin))
 	}

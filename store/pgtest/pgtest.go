@@ -4,7 +4,7 @@
 // stopped when the test binary's tests end. Each URL call creates a fresh
 // database on it, so tests never see each other's rows.
 //
-// A package that uses it calls Main from its TestMain:
+// A package that uses it calls Main (or Run) from its TestMain:
 //
 //	func TestMain(m *testing.M) { pgtest.Main(m) }
 //
@@ -59,11 +59,15 @@ var shared struct {
 
 // Main runs the tests of m and then stops the server, if a test started
 // one, and exits with the tests' status. Call it from TestMain.
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run is Main for a TestMain that has more to clean up before it exits:
+// it runs the tests of m, stops the server, and returns the tests' status.
+func Run(m *testing.M) int {
 	shared.mainRan = true
 	code := m.Run()
 	stop()
-	os.Exit(code)
+	return code
 }
 
 func stop() {
@@ -82,7 +86,7 @@ func stop() {
 func URL(t testing.TB) string {
 	t.Helper()
 	if !shared.mainRan {
-		t.Fatal("pgtest: call pgtest.Main(m) from TestMain, so that the server is stopped after the tests")
+		t.Fatal("pgtest: call pgtest.Main(m) or pgtest.Run(m) from TestMain, so that the server is stopped after the tests")
 	}
 	shared.once.Do(func() { shared.srv, shared.err = start() })
 	if err := shared.err; err != nil {
