@@ -126,6 +126,11 @@ func (b *Bot) deliver(ctx context.Context, lost <-chan struct{}) {
 		}
 		batch = rest
 		wait := senderPoll
+		if b.cfg.Leases != nil {
+			// Other replicas record notices too, and nothing in this
+			// process hears of them: look as often as the lease renews.
+			wait = min(wait, b.cfg.LeaseTTL/3)
+		}
 		if at, ok, err := b.cfg.Store.NextNoticeAt(ctx); err == nil && ok {
 			wait = min(wait, max(at.Sub(b.cfg.Now()), 0))
 		}

@@ -101,7 +101,10 @@ type config struct {
 	ListenAddr    string        `env:"LISTEN_ADDR"`
 	// ReplicaName names this process among replicas that share
 	// PostgreSQL (default: the host name and a random suffix).
-	ReplicaName     string        `env:"REPLICA_NAME"`
+	ReplicaName string `env:"REPLICA_NAME"`
+	// ReplicaLeaseTTL is how long a replica's leases last unless renewed
+	// (0: the prompt service's and the bot's defaults, 30s and 15s).
+	ReplicaLeaseTTL time.Duration `env:"REPLICA_LEASE_TTL"`
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"30s"`
 
 	allowedUsers []int64
@@ -211,6 +214,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 		if cfg.mcp, err = mcp.ParseConfig(cfg.MCPServers); err != nil {
 			errs = append(errs, fmt.Errorf("MCP_SERVERS: %w", err))
 		}
+	}
+	if cfg.ReplicaLeaseTTL < 0 {
+		errs = append(errs, fmt.Errorf("REPLICA_LEASE_TTL: %v must not be negative (leave it empty for the defaults)", cfg.ReplicaLeaseTTL))
 	}
 	if cfg.MCPTimeout < 0 {
 		errs = append(errs, fmt.Errorf("MCP_TIMEOUT: %v must not be negative (leave it empty for 60s)", cfg.MCPTimeout))

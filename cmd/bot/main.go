@@ -210,8 +210,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Quorum:          cfg.ApprovalQuorum,
 		// The name this replica's leases go by; with SQLite alone it
 		// matters to nobody (the store clears its leases when it opens).
-		Replica: replica,
-		Logger:  log,
+		Replica:  replica,
+		LeaseTTL: cfg.ReplicaLeaseTTL,
+		Logger:   log,
 	})
 	if err != nil {
 		return fmt.Errorf("prompt service: %w", err)
@@ -238,8 +239,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Notify:         cfg.notify,
 		// Replicas share PostgreSQL and take turns through its leases; a
 		// SQLite file is opened by one process only, which needs none.
-		Leases:  leasesOf(db),
-		Replica: replica,
+		Leases:   leasesOf(db),
+		Replica:  replica,
+		LeaseTTL: cfg.ReplicaLeaseTTL,
 	})
 	if err != nil {
 		return fmt.Errorf("telegram: %w", err)

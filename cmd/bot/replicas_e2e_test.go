@@ -138,6 +138,7 @@ func newCluster(t *testing.T, w *world, n int) *cluster {
 		env["WEBHOOK_SECRET"] = webhookSecret
 		env["LISTEN_ADDR"] = r.addr
 		env["REPLICA_NAME"] = r.name
+		env["REPLICA_LEASE_TTL"] = leaseTTL.String()
 		r.env = env
 		r.proc = startBot(t, env)
 	}
@@ -245,11 +246,14 @@ func once(t *testing.T, tg *telegramtest.Server, what string, match func(telegra
 	}
 }
 
+// leaseTTL is the replicas' REPLICA_LEASE_TTL: short, so that a death is
+// taken over within seconds.
+const leaseTTL = 3 * time.Second
+
 // replicaWait bounds what a replica must see done by another. The sender
-// is woken at once by the notices its own process writes, but learns of
-// another replica's only when it next reads the outbox: within
-// senderPoll (30s) of bot/outbox.go.
-const replicaWait = 45 * time.Second
+// is woken at once by the notices its own process writes, and with leases
+// reads the outbox every third of the lease for the others'.
+const replicaWait = 20 * time.Second
 
 // settle waits for stray work to show: a duplicate send or a second fetch
 // would come within this.
@@ -371,9 +375,9 @@ func (c *cluster) awaitNewSender(old *replica, timeout time.Duration) *replica {
 	}
 }
 
-// The sender's lease lasts 15s (bot's defaultLeaseTTL); the others try
-// every third of it.
-const senderTTL = 15 * time.Second
+// The sender's lease lasts REPLICA_LEASE_TTL; the others try every third
+// of it.
+const senderTTL = leaseTTL
 
 // claimTTL is how long a sender's claim on an outbox entry lasts (bot's
 // claimLeases lease terms): an entry whose sender died mid-delivery goes
@@ -422,10 +426,10 @@ func TestReplicasSIGKILLOfTheSenderLosesNoNoticeAndSendsNoneTwice(t *testing.T) 
 	}
 }
 
-// promptTTL is the prompt lease's TTL (prompt.DefaultLeaseTTL: cmd/bot
-// sets none): a live replica renews it every third; the others look for
-// lapsed ones every TTL, so a takeover comes within two TTLs of a death.
-const promptTTL = prompt.DefaultLeaseTTL
+// promptTTL is the prompt lease's TTL (REPLICA_LEASE_TTL): a live replica
+// renews it every third; the others look for lapsed ones every TTL, so a
+// takeover comes within two TTLs of a death.
+const promptTTL = leaseTTL
 
 func TestReplicasSIGKILLWhileAToolRunsIsReportedAsOutcomeUnknownAndNotRunAgain(t *testing.T) {
 	t.Parallel()
