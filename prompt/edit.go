@@ -43,15 +43,12 @@ func (s *Service) Edit(ctx context.Context, approvalID, arguments, by string) er
 		return &EditError{Reason: "that is the input the request shows already; nothing changed"}
 	}
 	if s.policy != nil {
-		fields, err := CallFields(tool.Tool, compact.Bytes())
+		// A deny rule, over the call or one of its parts (a command of a
+		// chain), refuses it here as judge would: accepted, the request
+		// would close and the edited call be denied unasked.
+		v, err := CheckCall(s.policy, tool.Tool, compact.Bytes())
 		if err != nil {
 			return &EditError{Reason: err.Error()}
-		}
-		v := s.policy.Check(tool.Name, fields)
-		if v.Action != PolicyDeny && tool.Parts != nil {
-			// A deny rule over one part (a command of a chain) denies the
-			// call as judge will; accepted, the request would close.
-			v = partsVerdict(s.policy, tool, compact.Bytes(), fields, v)
 		}
 		if v.Action == PolicyDeny {
 			return &EditError{Reason: "the operator's rules deny it (" + v.Source + "): " + v.Why}

@@ -147,13 +147,9 @@ func (r *run) judge(ctx context.Context, t *preparedTool, c *Call, input json.Ra
 	var j judgement
 	v := Verdict{}
 	if s.policy != nil {
-		fields, err := CallFields(t.Tool, input)
-		if err != nil {
+		var err error
+		if v, err = CheckCall(s.policy, t.Tool, input); err != nil {
 			return j, err
-		}
-		v = s.policy.Check(t.Name, fields)
-		if v.Action != PolicyDeny && t.Parts != nil {
-			v = partsVerdict(s.policy, t, input, fields, v)
 		}
 	}
 	switch {
@@ -216,12 +212,28 @@ func (r *run) judge(ctx context.Context, t *preparedTool, c *Call, input json.Ra
 	return j, nil
 }
 
+// CheckCall is what the operator's policy says of a call of t with the
+// validated input: the rules over the whole call and, for a tool with
+// parts, over each part (see partsVerdict). The service asks it before
+// grants and gates; "bot rules explain" prints it.
+func CheckCall(pol Policy, t *Tool, input json.RawMessage) (Verdict, error) {
+	fields, err := CallFields(t, input)
+	if err != nil {
+		return Verdict{}, err
+	}
+	v := pol.Check(t.Name, fields)
+	if v.Action != PolicyDeny && t.Parts != nil {
+		v = partsVerdict(pol, t, input, fields, v)
+	}
+	return v, nil
+}
+
 // partsVerdict judges a call of a tool that splits into parts (a shell
 // chain): a deny rule over any part denies the call; an ask rule over any
 // asks; it is allowed only if allow rules cover every part and none is
 // dynamic. A rule over the whole call may still deny or ask (whole), but
 // never allow: "git *" over "git status && rm -rf /" must not pass.
-func partsVerdict(pol Policy, t *preparedTool, input json.RawMessage, whole map[string]string, v Verdict) Verdict {
+func partsVerdict(pol Policy, t *Tool, input json.RawMessage, whole map[string]string, v Verdict) Verdict {
 	parts, err := t.Parts(input)
 	if err != nil || len(parts) == 0 {
 		if v.Action == PolicyAllow {

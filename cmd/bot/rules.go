@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 
@@ -128,6 +129,35 @@ func runRules(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	for _, line := range rules.Explain(tool.Name, fields) {
 		fmt.Fprintln(stdout, line)
+	}
+	if tool.Parts == nil {
+		return nil
+	}
+	// A tool with parts (a shell chain) is judged part by part too: say
+	// what decides each, then the call.
+	parts, err := tool.Parts(json.RawMessage(args[3]))
+	if err != nil {
+		fmt.Fprintf(stdout, "parts: none (%v): no rule can allow the call; it asks\n", err)
+	}
+	for _, p := range parts {
+		pf := maps.Clone(fields)
+		maps.Copy(pf, p.Fields)
+		lines := rules.Explain(tool.Name, pf)
+		note := ""
+		if p.Dynamic {
+			note = " (decided only when it runs: no rule allows it)"
+		}
+		fmt.Fprintf(stdout, "part %q%s: %s\n", p.Label, note, lines[len(lines)-1])
+	}
+	v, err := prompt.CheckCall(policy.Checker{Rules: rules}, tool, json.RawMessage(args[3]))
+	if err != nil {
+		return err
+	}
+	switch v.Action {
+	case prompt.PolicyNone:
+		fmt.Fprintln(stdout, "call: no rule decides it; grants and the tool's own check do")
+	default:
+		fmt.Fprintf(stdout, "call: %s: %s\n", v.Action, v.Why)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -140,5 +141,26 @@ func TestREADMERulesExampleIsValid(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "ok, 5 rules") {
 		t.Fatalf("README's example: %s", out.String())
+	}
+}
+
+// TestRulesExplainJudgesEachPartOfAChain: for the shell tool, explain says
+// what decides each command of a chain and then the call, as the service
+// judges it: one denied command denies the call; all allowed allow it.
+func TestRulesExplainJudgesEachPartOfAChain(t *testing.T) {
+	path := writeFile(t, "rules.yaml", "deny:\n  - tool: shell.run\n    command: \"rm *\"\nallow:\n  - tool: shell.run\n    command: \"git status\"\n  - tool: shell.run\n    command: \"ls *\"\n")
+	for _, tc := range []struct{ command, want string }{
+		{"git status && rm -rf /", "call: deny: rm -rf /: deny rule 1"},
+		{"git status && ls -la", "call: allow: allow rules cover every part"},
+		{"git status && $X", "call: no rule decides it"},
+	} {
+		var out strings.Builder
+		input, _ := json.Marshal(map[string]string{"command": tc.command})
+		if err := run(context.Background(), []string{"bot", "rules", "explain", path, "shell.run", string(input)}, envOf(nil), &out, &out); err != nil {
+			t.Fatalf("%s: %v", tc.command, err)
+		}
+		if !strings.Contains(out.String(), tc.want) || !strings.Contains(out.String(), `part "git status": decision: allow`) {
+			t.Errorf("%s: explain printed\n%s\nwant %q", tc.command, out.String(), tc.want)
+		}
 	}
 }
