@@ -15,7 +15,7 @@ const auditApprovalID = "appr0000000000001"
 // auditedPrompt is gatedPrompt with the hash its request showed, created.
 func auditedPrompt(t *testing.T, db Backend, id, conv, approvalID string) *prompt.Prompt {
 	t.Helper()
-	p := gatedPrompt(id, conv, approvalID)
+	p := GatedPrompt(id, conv, approvalID)
 	c := p.Output[1].Call
 	c.Approval.InputHash = prompt.InputHash(c.Arguments)
 	if err := db.CreatePrompt(context.Background(), p); err != nil {
@@ -62,7 +62,7 @@ func decided(d prompt.Decision) func(*testing.T, Backend, *prompt.Prompt) {
 // testEveryDecisionIsAuditedOnceWithItsSource: each place a decision is
 // written records exactly one entry, naming what decided.
 func testEveryDecisionIsAuditedOnceWithItsSource(t *testing.T, open Opener) {
-	at := t0.Add(time.Minute)
+	at := T0.Add(time.Minute)
 	grant := prompt.Grant{ID: "gabc", Tool: "shell.run", Scope: "input:x", Label: "exactly this input",
 		ConversationID: "c", By: "Alice (111)", CreatedAt: at, ApprovalID: auditApprovalID}
 	for _, tc := range []struct {
@@ -132,10 +132,10 @@ func testALostDecisionIsNotAudited(t *testing.T, open Opener) {
 	ctx := context.Background()
 	db := open(t, nil)
 	p := auditedPrompt(t, db, "p1", "c", auditApprovalID)
-	if _, err := db.Decide(ctx, auditApprovalID, prompt.Decision{Status: prompt.ApprovalExpired, At: t0, Note: "no decision within 30m"}); err != nil {
+	if _, err := db.Decide(ctx, auditApprovalID, prompt.Decision{Status: prompt.ApprovalExpired, At: T0, Note: "no decision within 30m"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := db.Decide(ctx, auditApprovalID, prompt.Decision{Status: prompt.ApprovalApproved, By: "Bob (2)", At: t0})
+	_, err := db.Decide(ctx, auditApprovalID, prompt.Decision{Status: prompt.ApprovalApproved, By: "Bob (2)", At: T0})
 	if !errors.Is(err, prompt.ErrNotPending) {
 		t.Fatalf("second decision: %v", err)
 	}
@@ -163,7 +163,7 @@ func testSavingARuledCallAgainAuditsItOnce(t *testing.T, open Opener) {
 	p := auditedPrompt(t, db, "p1", "c", auditApprovalID)
 	q := next(p)
 	q.Output[2].Call.Status = prompt.CallExecuting
-	q.Output[2].Call.Ruling = &prompt.Ruling{Allowed: true, Kind: "rule", By: "rules.yaml:1", At: t0}
+	q.Output[2].Call.Ruling = &prompt.Ruling{Allowed: true, Kind: "rule", By: "rules.yaml:1", At: T0}
 	if err := db.SavePrompt(ctx, q, []int{2}); err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func testAuditFiltersByConversationSinceAndLimitNewestFirst(t *testing.T, open O
 		id := string(rune('1' + i))
 		p := auditedPrompt(t, db, "p"+id, conv, "appr000000000000"+id)
 		if _, err := db.Decide(ctx, p.Output[1].Call.Approval.ID, prompt.Decision{Status: prompt.ApprovalApproved,
-			By: "Alice (111)", At: t0.Add(time.Duration(i) * time.Minute)}); err != nil {
+			By: "Alice (111)", At: T0.Add(time.Duration(i) * time.Minute)}); err != nil {
 			t.Fatal(err)
 		}
 		done := next(p)
@@ -204,8 +204,8 @@ func testAuditFiltersByConversationSinceAndLimitNewestFirst(t *testing.T, open O
 		{"all", prompt.AuditQuery{}, []string{"p3", "p2", "p1"}},
 		{"one chat", prompt.AuditQuery{ConversationID: "a"}, []string{"p3", "p1"}},
 		{"limit", prompt.AuditQuery{Limit: 2}, []string{"p3", "p2"}},
-		{"since", prompt.AuditQuery{Since: t0.Add(time.Minute)}, []string{"p3", "p2"}},
-		{"since in a chat", prompt.AuditQuery{ConversationID: "a", Since: t0.Add(30 * time.Second)}, []string{"p3"}},
+		{"since", prompt.AuditQuery{Since: T0.Add(time.Minute)}, []string{"p3", "p2"}},
+		{"since in a chat", prompt.AuditQuery{ConversationID: "a", Since: T0.Add(30 * time.Second)}, []string{"p3"}},
 		{"unknown chat", prompt.AuditQuery{ConversationID: "z"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -41,7 +41,7 @@ func testApprovalMessages(t *testing.T, open Opener) {
 	ctx := context.Background()
 	db := open(t, nil)
 	for _, id := range []string{"appr0000000000001", "appr0000000000002"} {
-		p := gatedPrompt("p"+id, "conv"+id, id)
+		p := GatedPrompt("p"+id, "conv"+id, id)
 		if err := db.CreatePrompt(ctx, p); err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +92,7 @@ func testApprovalMessagesInSeveralChats(t *testing.T, open Opener) {
 	db := open(t, nil)
 	const a1, a2 = "appr0000000000001", "appr0000000000002"
 	for _, id := range []string{a1, a2} {
-		if err := db.CreatePrompt(ctx, gatedPrompt("p"+id, "conv"+id, id)); err != nil {
+		if err := db.CreatePrompt(ctx, GatedPrompt("p"+id, "conv"+id, id)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -30,7 +30,7 @@ func describe(es []prompt.OutboxEntry) []string {
 func testNoticesAreRecordedWithTheirChange(t *testing.T, open Opener) {
 	ctx := context.Background()
 	db := open(t, nil)
-	p := gatedPrompt("p1", "c", "appr0000000000001")
+	p := GatedPrompt("p1", "c", "appr0000000000001")
 	if err := db.CreatePrompt(ctx, p); err != nil {
 		t.Fatal(err)
 	}
@@ -40,25 +40,25 @@ func testNoticesAreRecordedWithTheirChange(t *testing.T, open Opener) {
 	if err := db.SavePrompt(ctx, stale, nil, req); !errors.Is(err, prompt.ErrConflict) {
 		t.Fatalf("stale save: %v", err)
 	}
-	due, err := db.DueNotices(ctx, t0, 10)
+	due, err := db.DueNotices(ctx, T0, 10)
 	if err != nil || len(due) != 0 {
 		t.Fatalf("a refused save recorded notices: %v, %v", describe(due), err)
 	}
 	if err := db.SavePrompt(ctx, next(p), nil, req); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Decide(ctx, "appr0000000000001", prompt.Decision{Status: prompt.ApprovalApproved, By: "alice", At: t0}); err != nil {
+	if _, err := db.Decide(ctx, "appr0000000000001", prompt.Decision{Status: prompt.ApprovalApproved, By: "alice", At: T0}); err != nil {
 		t.Fatal(err)
 	}
 	// One conversation: only its oldest undelivered notice is due.
-	due, _ = db.DueNotices(ctx, t0, 10)
+	due, _ = db.DueNotices(ctx, T0, 10)
 	if got, want := describe(due), []string{"c request appr0000000000001"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("due = %v, want %v", got, want)
 	}
 	if err := db.MarkNotice(ctx, due[0].Seq, ""); err != nil {
 		t.Fatal(err)
 	}
-	due, _ = db.DueNotices(ctx, t0, 10)
+	due, _ = db.DueNotices(ctx, T0, 10)
 	if got, want := describe(due), []string{"c decided appr0000000000001"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("after the request went out: %v, want %v", got, want)
 	}
@@ -67,25 +67,25 @@ func testNoticesAreRecordedWithTheirChange(t *testing.T, open Opener) {
 func testCancelRecordsTheOutcomeOfThePendingApproval(t *testing.T, open Opener) {
 	ctx := context.Background()
 	db := open(t, nil)
-	if err := db.CreatePrompt(ctx, gatedPrompt("p1", "c", "appr0000000000001")); err != nil {
+	if err := db.CreatePrompt(ctx, GatedPrompt("p1", "c", "appr0000000000001")); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.CancelPrompt(ctx, "p1", "alice", t0); err != nil {
+	if err := db.CancelPrompt(ctx, "p1", "alice", T0); err != nil {
 		t.Fatal(err)
 	}
-	due, _ := db.DueNotices(ctx, t0, 10)
+	due, _ := db.DueNotices(ctx, T0, 10)
 	if got, want := describe(due), []string{"c decided appr0000000000001"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("due = %v, want %v", got, want)
 	}
 	// A running prompt has no approval to close: nothing is recorded.
-	running := &prompt.Prompt{ID: "p2", ConversationID: "d", State: prompt.StateRunning, Rev: 1, CreatedAt: t0, UpdatedAt: t0}
+	running := &prompt.Prompt{ID: "p2", ConversationID: "d", State: prompt.StateRunning, Rev: 1, CreatedAt: T0, UpdatedAt: T0}
 	if err := db.CreatePrompt(ctx, running); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.CancelPrompt(ctx, "p2", "alice", t0); err != nil {
+	if err := db.CancelPrompt(ctx, "p2", "alice", T0); err != nil {
 		t.Fatal(err)
 	}
-	if due, _ := db.DueNotices(ctx, t0, 10); len(due) != 1 {
+	if due, _ := db.DueNotices(ctx, T0, 10); len(due) != 1 {
 		t.Fatalf("due = %v", describe(due))
 	}
 }
@@ -98,7 +98,7 @@ func testDueNoticesAreEachConversationsOldestAndResendsLast(t *testing.T, open O
 	for _, c := range []struct{ id, conv, appr string }{
 		{"w1", "a", "appr000000000000a"}, {"w2", "b", "appr000000000000b"},
 	} {
-		if err := db.CreatePrompt(ctx, gatedPrompt(c.id, c.conv, c.appr)); err != nil {
+		if err := db.CreatePrompt(ctx, GatedPrompt(c.id, c.conv, c.appr)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -109,7 +109,7 @@ func testDueNoticesAreEachConversationsOldestAndResendsLast(t *testing.T, open O
 		t.Fatalf("a second restart re-sent %d before the first went out, %v", n, err)
 	}
 	// A live change after the restart, in another chat and in chat b.
-	p := &prompt.Prompt{ID: "p3", ConversationID: "c", State: prompt.StateRunning, Rev: 1, CreatedAt: t0, UpdatedAt: t0}
+	p := &prompt.Prompt{ID: "p3", ConversationID: "c", State: prompt.StateRunning, Rev: 1, CreatedAt: T0, UpdatedAt: T0}
 	if err := db.CreatePrompt(ctx, p); err != nil {
 		t.Fatal(err)
 	}
@@ -118,10 +118,10 @@ func testDueNoticesAreEachConversationsOldestAndResendsLast(t *testing.T, open O
 	if err := db.SavePrompt(ctx, done, nil, prompt.Notice{Kind: prompt.NoticeAnswer, ConversationID: "c", PromptID: "p3"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Decide(ctx, "appr000000000000b", prompt.Decision{Status: prompt.ApprovalRejected, By: "bob", At: t0}); err != nil {
+	if _, err := db.Decide(ctx, "appr000000000000b", prompt.Decision{Status: prompt.ApprovalRejected, By: "bob", At: T0}); err != nil {
 		t.Fatal(err)
 	}
-	due, err := db.DueNotices(ctx, t0, 10)
+	due, err := db.DueNotices(ctx, T0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,11 +130,11 @@ func testDueNoticesAreEachConversationsOldestAndResendsLast(t *testing.T, open O
 		t.Fatalf("due = %v, want %v", got, want)
 	}
 	// Chat a is held by a 429: the others go on, a comes back after it.
-	until := t0.Add(3 * time.Second)
+	until := T0.Add(3 * time.Second)
 	if err := db.HoldNotice(ctx, due[1].Seq, until, "429: retry after 3"); err != nil {
 		t.Fatal(err)
 	}
-	due, _ = db.DueNotices(ctx, t0.Add(time.Second), 10)
+	due, _ = db.DueNotices(ctx, T0.Add(time.Second), 10)
 	if got, want := describe(due), []string{"c answer ", "b request appr000000000000b (resend)"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("while a is held: %v, want %v", got, want)
 	}
@@ -165,20 +165,20 @@ func testDueNoticesAreEachConversationsOldestAndResendsLast(t *testing.T, open O
 func testClaimNoticeIsACompareAndSetThatLapses(t *testing.T, open Opener) {
 	ctx := context.Background()
 	db := open(t, nil)
-	if err := db.CreatePrompt(ctx, gatedPrompt("p1", "c", "appr0000000000001")); err != nil {
+	if err := db.CreatePrompt(ctx, GatedPrompt("p1", "c", "appr0000000000001")); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.CancelPrompt(ctx, "p1", "alice", t0); err != nil {
+	if err := db.CancelPrompt(ctx, "p1", "alice", T0); err != nil {
 		t.Fatal(err)
 	}
-	due, err := db.DueNotices(ctx, t0, 10)
+	due, err := db.DueNotices(ctx, T0, 10)
 	if err != nil || len(due) != 1 {
 		t.Fatalf("due = %v, %v; want one entry", describe(due), err)
 	}
 	seq, ttl := due[0].Seq, 10*time.Second
 	claim := func(holder string, at time.Duration) bool {
 		t.Helper()
-		ok, err := db.ClaimNotice(ctx, seq, holder, t0.Add(at), ttl)
+		ok, err := db.ClaimNotice(ctx, seq, holder, T0.Add(at), ttl)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,7 +201,7 @@ func testClaimNoticeIsACompareAndSetThatLapses(t *testing.T, open Opener) {
 		t.Fatal("b could not claim an entry whose claim lapsed")
 	}
 	// A hold ends the claim: whoever sends next may claim it.
-	if err := db.HoldNotice(ctx, seq, t0.Add(20*time.Second), "429"); err != nil {
+	if err := db.HoldNotice(ctx, seq, T0.Add(20*time.Second), "429"); err != nil {
 		t.Fatal(err)
 	}
 	if !claim("a", 20*time.Second) {
@@ -213,7 +213,7 @@ func testClaimNoticeIsACompareAndSetThatLapses(t *testing.T, open Opener) {
 	if claim("a", 21*time.Second) || claim("b", time.Hour) {
 		t.Fatal("a delivered entry was claimed")
 	}
-	if _, err := db.ClaimNotice(ctx, seq+1000, "a", t0, ttl); !errors.Is(err, prompt.ErrNotFound) {
+	if _, err := db.ClaimNotice(ctx, seq+1000, "a", T0, ttl); !errors.Is(err, prompt.ErrNotFound) {
 		t.Fatalf("claim of no entry: %v, want ErrNotFound", err)
 	}
 }
@@ -222,13 +222,13 @@ func testClaimNoticeIsACompareAndSetThatLapses(t *testing.T, open Opener) {
 func testClaimNoticeRaceHasOneWinner(t *testing.T, open Opener) {
 	ctx := context.Background()
 	db := open(t, nil)
-	if err := db.CreatePrompt(ctx, gatedPrompt("p1", "c", "appr0000000000001")); err != nil {
+	if err := db.CreatePrompt(ctx, GatedPrompt("p1", "c", "appr0000000000001")); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.CancelPrompt(ctx, "p1", "alice", t0); err != nil {
+	if err := db.CancelPrompt(ctx, "p1", "alice", T0); err != nil {
 		t.Fatal(err)
 	}
-	due, err := db.DueNotices(ctx, t0, 10)
+	due, err := db.DueNotices(ctx, T0, 10)
 	if err != nil || len(due) != 1 {
 		t.Fatalf("due = %v, %v; want one entry", describe(due), err)
 	}
@@ -236,7 +236,7 @@ func testClaimNoticeRaceHasOneWinner(t *testing.T, open Opener) {
 	var wg sync.WaitGroup
 	for i := range 8 {
 		wg.Go(func() {
-			ok, err := db.ClaimNotice(ctx, due[0].Seq, fmt.Sprintf("sender-%d", i), t0, time.Minute)
+			ok, err := db.ClaimNotice(ctx, due[0].Seq, fmt.Sprintf("sender-%d", i), T0, time.Minute)
 			if err != nil {
 				t.Error(err)
 			}

@@ -23,7 +23,7 @@ func next(p *prompt.Prompt) *prompt.Prompt {
 func testPromptRoundTripsWithItsApprovals(t *testing.T, open Opener) {
 	ctx := context.Background()
 	db := open(t, nil)
-	p := gatedPrompt("p1", "conv", "appr0000000000001")
+	p := GatedPrompt("p1", "conv", "appr0000000000001")
 	if err := db.CreatePrompt(ctx, p); err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func testPromptRoundTripsWithItsApprovals(t *testing.T, open Opener) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := inUTC(p); !reflect.DeepEqual(got, want) {
+	if want := InUTC(p); !reflect.DeepEqual(got, want) {
 		t.Fatalf("loaded\n%+v\nwant\n%+v", got, want)
 	}
 	active, err := db.ActivePrompt(ctx, "conv")
@@ -50,12 +50,12 @@ func testPromptWithoutItemsRoundTrips(t *testing.T, open Opener) {
 	ctx := context.Background()
 	db := open(t, nil)
 	p := &prompt.Prompt{ID: "p1", ConversationID: "c", State: prompt.StateRunning, Input: "hi", Rev: 1,
-		CreatedAt: t0, UpdatedAt: t0}
+		CreatedAt: T0, UpdatedAt: T0}
 	if err := db.CreatePrompt(ctx, p); err != nil {
 		t.Fatal(err)
 	}
 	got, err := db.LoadPrompt(ctx, "p1")
-	if err != nil || !reflect.DeepEqual(got, inUTC(p)) {
+	if err != nil || !reflect.DeepEqual(got, InUTC(p)) {
 		t.Fatalf("got %+v, %v", got, err)
 	}
 }
@@ -65,18 +65,18 @@ func testPromptWithoutItemsRoundTrips(t *testing.T, open Opener) {
 func testCreatePromptRefusesASecondUnfinishedPromptInAConversation(t *testing.T, open Opener) {
 	ctx := context.Background()
 	db := open(t, nil)
-	p := &prompt.Prompt{ID: "p1", ConversationID: "c", State: prompt.StateRunning, Input: "hi", Rev: 1, CreatedAt: t0, UpdatedAt: t0}
+	p := &prompt.Prompt{ID: "p1", ConversationID: "c", State: prompt.StateRunning, Input: "hi", Rev: 1, CreatedAt: T0, UpdatedAt: T0}
 	if err := db.CreatePrompt(ctx, p); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.CreatePrompt(ctx, p); !errors.Is(err, prompt.ErrExists) {
 		t.Fatalf("the same prompt again: %v, want ErrExists (not ErrBusy)", err)
 	}
-	second := &prompt.Prompt{ID: "p2", ConversationID: "c", State: prompt.StateRunning, Input: "again", Rev: 1, CreatedAt: t0, UpdatedAt: t0}
+	second := &prompt.Prompt{ID: "p2", ConversationID: "c", State: prompt.StateRunning, Input: "again", Rev: 1, CreatedAt: T0, UpdatedAt: T0}
 	if err := db.CreatePrompt(ctx, second); !errors.Is(err, prompt.ErrBusy) {
 		t.Fatalf("second prompt: %v, want ErrBusy", err)
 	}
-	other := &prompt.Prompt{ID: "p3", ConversationID: "d", State: prompt.StateRunning, Input: "hi", Rev: 1, CreatedAt: t0, UpdatedAt: t0}
+	other := &prompt.Prompt{ID: "p3", ConversationID: "d", State: prompt.StateRunning, Input: "hi", Rev: 1, CreatedAt: T0, UpdatedAt: T0}
 	if err := db.CreatePrompt(ctx, other); err != nil {
 		t.Fatalf("another conversation: %v", err)
 	}
@@ -93,7 +93,7 @@ func testCreatePromptRefusesASecondUnfinishedPromptInAConversation(t *testing.T,
 func testSavePromptIsACompareAndSetOnTheRevision(t *testing.T, open Opener) {
 	ctx := context.Background()
 	db := open(t, nil)
-	p := gatedPrompt("p1", "c", "appr0000000000001")
+	p := GatedPrompt("p1", "c", "appr0000000000001")
 	if err := db.CreatePrompt(ctx, p); err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func testSavePromptIsACompareAndSetOnTheRevision(t *testing.T, open Opener) {
 	if err := db.SavePrompt(ctx, skip, nil); !errors.Is(err, prompt.ErrConflict) {
 		t.Fatalf("save two revisions ahead: %v, want ErrConflict", err)
 	}
-	ghost := next(gatedPrompt("ghost", "c", "appr0000000000009"))
+	ghost := next(GatedPrompt("ghost", "c", "appr0000000000009"))
 	if err := db.SavePrompt(ctx, ghost, nil); !errors.Is(err, prompt.ErrNotFound) {
 		t.Fatalf("save of a prompt never created: %v", err)
 	}
@@ -125,7 +125,7 @@ func testSavePromptIsACompareAndSetOnTheRevision(t *testing.T, open Opener) {
 func testSavePromptRejectsBadInput(t *testing.T, open Opener) {
 	ctx := context.Background()
 	db := open(t, nil)
-	p := gatedPrompt("p1", "c", "appr0000000000001")
+	p := GatedPrompt("p1", "c", "appr0000000000001")
 	if err := db.CreatePrompt(ctx, p); err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func testSavePromptRejectsBadInput(t *testing.T, open Opener) {
 func testSavePromptWritesOnlyTheChangedItems(t *testing.T, open Opener) {
 	ctx := context.Background()
 	db := open(t, nil)
-	p := gatedPrompt("p1", "c", "appr0000000000001")
+	p := GatedPrompt("p1", "c", "appr0000000000001")
 	if err := db.CreatePrompt(ctx, p); err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func testSavePromptWritesOnlyTheChangedItems(t *testing.T, open Opener) {
 func testANewApprovalMustBePendingAndItsIDUnique(t *testing.T, open Opener) {
 	ctx := context.Background()
 	db := open(t, nil)
-	p := gatedPrompt("p1", "c", "appr0000000000001")
+	p := GatedPrompt("p1", "c", "appr0000000000001")
 	p.Output[1].Call.Approval.Status = prompt.ApprovalApproved
 	if err := db.CreatePrompt(ctx, p); err == nil {
 		t.Fatal("a prompt created with its approval already approved")
@@ -179,10 +179,10 @@ func testANewApprovalMustBePendingAndItsIDUnique(t *testing.T, open Opener) {
 	if _, err := db.LoadPrompt(ctx, "p1"); !errors.Is(err, prompt.ErrNotFound) {
 		t.Fatalf("the refused create left a prompt: %v", err)
 	}
-	if err := db.CreatePrompt(ctx, gatedPrompt("p1", "c", "appr0000000000001")); err != nil {
+	if err := db.CreatePrompt(ctx, GatedPrompt("p1", "c", "appr0000000000001")); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.CreatePrompt(ctx, gatedPrompt("p2", "d", "appr0000000000001")); err == nil {
+	if err := db.CreatePrompt(ctx, GatedPrompt("p2", "d", "appr0000000000001")); err == nil {
 		t.Fatal("an approval ID taken by another call was accepted")
 	}
 }
@@ -190,7 +190,7 @@ func testANewApprovalMustBePendingAndItsIDUnique(t *testing.T, open Opener) {
 func testPendingMayExpireWhenItsPromptEnds(t *testing.T, open Opener) {
 	ctx := context.Background()
 	db := open(t, nil)
-	p := gatedPrompt("p1", "c", "appr0000000000001")
+	p := GatedPrompt("p1", "c", "appr0000000000001")
 	if err := db.CreatePrompt(ctx, p); err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func testPendingMayExpireWhenItsPromptEnds(t *testing.T, open Opener) {
 	if ref.Status != prompt.ApprovalExpired || ref.Note != "not run: stopped" {
 		t.Fatalf("approval = %+v", ref)
 	}
-	if _, err := db.Decide(ctx, ref.ID, prompt.Decision{Status: prompt.ApprovalApproved, By: "alice", At: t0}); !errors.Is(err, prompt.ErrNotPending) {
+	if _, err := db.Decide(ctx, ref.ID, prompt.Decision{Status: prompt.ApprovalApproved, By: "alice", At: T0}); !errors.Is(err, prompt.ErrNotPending) {
 		t.Fatalf("decide an expired approval: %v", err)
 	}
 }
@@ -213,18 +213,18 @@ func testPendingMayExpireWhenItsPromptEnds(t *testing.T, open Opener) {
 func testDecideIsACompareAndSetThatResumesThePrompt(t *testing.T, open Opener) {
 	ctx := context.Background()
 	db := open(t, nil)
-	p := gatedPrompt("p1", "c", "appr0000000000001")
+	p := GatedPrompt("p1", "c", "appr0000000000001")
 	if err := db.CreatePrompt(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	at := t0.Add(time.Minute)
+	at := T0.Add(time.Minute)
 	ref, err := db.Decide(ctx, "appr0000000000001", prompt.Decision{Status: prompt.ApprovalRejected, By: "alice", At: at, Note: "too risky"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := prompt.ApprovalRef{ID: "appr0000000000001", PromptID: "p1", ConversationID: "c", CallID: "c1",
 		Status: prompt.ApprovalRejected, DecidedBy: "alice", DecidedAt: at.UTC(), Note: "too risky",
-		ToolName: "shell.run", Input: `{"cmd": "rm -rf /var/log/x"}`, Reason: "runs a shell command", RequestedAt: t0.Add(time.Second).UTC()}
+		ToolName: "shell.run", Input: `{"cmd": "rm -rf /var/log/x"}`, Reason: "runs a shell command", RequestedAt: T0.Add(time.Second).UTC()}
 	if !reflect.DeepEqual(ref, want) {
 		t.Fatalf("ref = %+v, want %+v", ref, want)
 	}
@@ -251,7 +251,7 @@ func testDecideIsACompareAndSetThatResumesThePrompt(t *testing.T, open Opener) {
 func testDecideRaceHasOneWinner(t *testing.T, open Opener) {
 	ctx := context.Background()
 	db := open(t, nil)
-	if err := db.CreatePrompt(ctx, gatedPrompt("p1", "c", "appr0000000000001")); err != nil {
+	if err := db.CreatePrompt(ctx, GatedPrompt("p1", "c", "appr0000000000001")); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
@@ -259,7 +259,7 @@ func testDecideRaceHasOneWinner(t *testing.T, open Opener) {
 	wins, lost := 0, 0
 	for i := range 100 {
 		wg.Go(func() {
-			d := prompt.Decision{Status: prompt.ApprovalApproved, By: fmt.Sprint("user", i), At: t0}
+			d := prompt.Decision{Status: prompt.ApprovalApproved, By: fmt.Sprint("user", i), At: T0}
 			if i%2 == 1 {
 				d.Status = prompt.ApprovalRejected
 			}
@@ -289,10 +289,10 @@ func testDecideRaceHasOneWinner(t *testing.T, open Opener) {
 func testCancelPromptRejectsThePendingApproval(t *testing.T, open Opener) {
 	ctx := context.Background()
 	db := open(t, nil)
-	if err := db.CreatePrompt(ctx, gatedPrompt("p1", "c", "appr0000000000001")); err != nil {
+	if err := db.CreatePrompt(ctx, GatedPrompt("p1", "c", "appr0000000000001")); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.CancelPrompt(ctx, "p1", "alice", t0); err != nil {
+	if err := db.CancelPrompt(ctx, "p1", "alice", T0); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := db.LoadPrompt(ctx, "p1")
@@ -303,7 +303,7 @@ func testCancelPromptRejectsThePendingApproval(t *testing.T, open Opener) {
 		t.Fatalf("approval = %+v", a)
 	}
 	// A second cancel keeps who cancelled first.
-	if err := db.CancelPrompt(ctx, "p1", "bob", t0); err != nil {
+	if err := db.CancelPrompt(ctx, "p1", "bob", T0); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := db.LoadPrompt(ctx, "p1"); got.CancelledBy != "alice" {
@@ -315,10 +315,10 @@ func testCancelPromptRejectsThePendingApproval(t *testing.T, open Opener) {
 	if err := db.SavePrompt(ctx, done, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.CancelPrompt(ctx, "p1", "alice", t0); !errors.Is(err, prompt.ErrNotPending) {
+	if err := db.CancelPrompt(ctx, "p1", "alice", T0); !errors.Is(err, prompt.ErrNotPending) {
 		t.Fatalf("cancel an ended prompt: %v", err)
 	}
-	if err := db.CancelPrompt(ctx, "nope", "alice", t0); !errors.Is(err, prompt.ErrNotFound) {
+	if err := db.CancelPrompt(ctx, "nope", "alice", T0); !errors.Is(err, prompt.ErrNotFound) {
 		t.Fatalf("cancel an unknown prompt: %v", err)
 	}
 }
@@ -332,13 +332,13 @@ func testRunningPromptsArePagedAndBounded(t *testing.T, open Opener) {
 	for i := range 7 {
 		id := fmt.Sprintf("p%d", i)
 		if i%2 == 0 {
-			if err := db.CreatePrompt(ctx, gatedPrompt(id, "c"+id, fmt.Sprintf("appr%012d", i))); err != nil {
+			if err := db.CreatePrompt(ctx, GatedPrompt(id, "c"+id, fmt.Sprintf("appr%012d", i))); err != nil {
 				t.Fatal(err)
 			}
 			continue
 		}
 		running = append(running, id)
-		p := &prompt.Prompt{ID: id, ConversationID: "c" + id, State: prompt.StateRunning, Rev: 1, CreatedAt: t0, UpdatedAt: t0}
+		p := &prompt.Prompt{ID: id, ConversationID: "c" + id, State: prompt.StateRunning, Rev: 1, CreatedAt: T0, UpdatedAt: T0}
 		if err := db.CreatePrompt(ctx, p); err != nil {
 			t.Fatal(err)
 		}
@@ -352,7 +352,7 @@ func testRunningPromptsArePagedAndBounded(t *testing.T, open Opener) {
 		}
 		if page == 0 {
 			// Created after the first page: not part of this listing.
-			late := &prompt.Prompt{ID: "late", ConversationID: "clate", State: prompt.StateRunning, Rev: 1, CreatedAt: t0, UpdatedAt: t0}
+			late := &prompt.Prompt{ID: "late", ConversationID: "clate", State: prompt.StateRunning, Rev: 1, CreatedAt: T0, UpdatedAt: T0}
 			if err := db.CreatePrompt(ctx, late); err != nil {
 				t.Fatal(err)
 			}
@@ -376,7 +376,7 @@ func testHistory(t *testing.T, open Opener) {
 		id := fmt.Sprintf("p%d", i)
 		ids = append(ids, id)
 		p := &prompt.Prompt{ID: id, ConversationID: "c", State: prompt.StateRunning, Input: "q" + id, Rev: 1,
-			CreatedAt: t0, UpdatedAt: t0, Output: []prompt.Item{{Type: prompt.ItemText, Turn: 1, Text: "a" + id}}}
+			CreatedAt: T0, UpdatedAt: T0, Output: []prompt.Item{{Type: prompt.ItemText, Turn: 1, Text: "a" + id}}}
 		if err := db.CreatePrompt(ctx, p); err != nil {
 			t.Fatal(err)
 		}
@@ -386,7 +386,7 @@ func testHistory(t *testing.T, open Opener) {
 			t.Fatal(err)
 		}
 	}
-	if err := db.CreatePrompt(ctx, &prompt.Prompt{ID: "other", ConversationID: "d", State: prompt.StateRunning, Rev: 1, CreatedAt: t0, UpdatedAt: t0}); err != nil {
+	if err := db.CreatePrompt(ctx, &prompt.Prompt{ID: "other", ConversationID: "d", State: prompt.StateRunning, Rev: 1, CreatedAt: T0, UpdatedAt: T0}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {

@@ -25,7 +25,7 @@ const voteID = "appr0000000000001"
 // author "111".
 func newVotePrompt(t *testing.T, s prompt.Store) {
 	t.Helper()
-	p := gatedPrompt("p1", "c", voteID)
+	p := GatedPrompt("p1", "c", voteID)
 	p.Author = "111"
 	if err := s.CreatePrompt(context.Background(), p); err != nil {
 		t.Fatal(err)
@@ -38,7 +38,7 @@ func newVotePrompt(t *testing.T, s prompt.Store) {
 // naming every voter; a later vote is ErrNotPending.
 func testVoteDecidesAtQuorumOnce(t *testing.T, open Opener) {
 	ctx := context.Background()
-	at := t0.Add(time.Minute)
+	at := T0.Add(time.Minute)
 	for name, s := range voteStores(t, open) {
 		t.Run(name, func(t *testing.T) {
 			newVotePrompt(t, s)
@@ -105,13 +105,13 @@ func testVoteAfterRejectionIsNotPending(t *testing.T, open Opener) {
 	for name, s := range voteStores(t, open) {
 		t.Run(name, func(t *testing.T) {
 			newVotePrompt(t, s)
-			if _, err := s.Vote(ctx, voteID, "111", "Alice (111)", t0, 2); err != nil {
+			if _, err := s.Vote(ctx, voteID, "111", "Alice (111)", T0, 2); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.Decide(ctx, voteID, prompt.Decision{Status: prompt.ApprovalRejected, By: "Bob (222)", At: t0}); err != nil {
+			if _, err := s.Decide(ctx, voteID, prompt.Decision{Status: prompt.ApprovalRejected, By: "Bob (222)", At: T0}); err != nil {
 				t.Fatal(err)
 			}
-			ref, err := s.Vote(ctx, voteID, "333", "Carol (333)", t0, 2)
+			ref, err := s.Vote(ctx, voteID, "333", "Carol (333)", T0, 2)
 			if !errors.Is(err, prompt.ErrNotPending) || ref.Status != prompt.ApprovalRejected {
 				t.Fatalf("vote after a rejection: %v, %+v", err, ref)
 			}
@@ -128,7 +128,7 @@ func testConcurrentVotesDecideOnce(t *testing.T, open Opener) {
 		t.Run(name, func(t *testing.T) {
 			for round, quorum := range []int{2, 1} {
 				id := []string{"appr0000000000001", "appr0000000000002"}[round]
-				p := gatedPrompt([]string{"p1", "p2"}[round], []string{"c1", "c2"}[round], id)
+				p := GatedPrompt([]string{"p1", "p2"}[round], []string{"c1", "c2"}[round], id)
 				if err := s.CreatePrompt(ctx, p); err != nil {
 					t.Fatal(err)
 				}
@@ -136,7 +136,7 @@ func testConcurrentVotesDecideOnce(t *testing.T, open Opener) {
 				refs := make([]prompt.ApprovalRef, 2)
 				errs := make([]error, 2)
 				for i, voter := range []string{"111", "222"} {
-					wg.Go(func() { refs[i], errs[i] = s.Vote(ctx, id, voter, "user "+voter, t0, quorum) })
+					wg.Go(func() { refs[i], errs[i] = s.Vote(ctx, id, voter, "user "+voter, T0, quorum) })
 				}
 				wg.Wait()
 				decided, refused := 0, 0
@@ -169,7 +169,7 @@ func outboxOf(t *testing.T, s prompt.Store) []prompt.OutboxEntry {
 	case *prompttest.Store:
 		return s.Outbox()
 	case Backend:
-		es, err := s.DueNotices(context.Background(), t0.Add(time.Hour), 100)
+		es, err := s.DueNotices(context.Background(), T0.Add(time.Hour), 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,7 +182,7 @@ func outboxOf(t *testing.T, s prompt.Store) []prompt.OutboxEntry {
 					t.Fatal(err)
 				}
 			}
-			if es, err = s.DueNotices(context.Background(), t0.Add(time.Hour), 100); err != nil {
+			if es, err = s.DueNotices(context.Background(), T0.Add(time.Hour), 100); err != nil {
 				t.Fatal(err)
 			}
 		}
