@@ -34,7 +34,7 @@
 //
 // # Replicas
 //
-// When the Store also implements Leases, several processes may share it:
+// With Config.Leases, several processes may share one store:
 // a pass over a prompt holds the lease "prompt:<id>" for Config.Replica,
 // renewed every LeaseTTL/3 on the service's clock, and a replica that
 // finds it held leaves the prompt to the holder. Every LeaseTTL a loop

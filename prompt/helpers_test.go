@@ -144,12 +144,6 @@ func (s *dbStore) SavePrompt(ctx context.Context, p *prompt.Prompt, changed []in
 	return s.Store.SavePrompt(ctx, p, changed, notices...)
 }
 
-// leasedStore is a store with leases, as the SQL stores are.
-type leasedStore struct {
-	prompt.Store
-	prompt.Leases
-}
-
 type opts struct {
 	mem          *prompttest.Store // shared with another service; new if nil
 	save         func(p *prompt.Prompt, changed []int) error
@@ -204,11 +198,8 @@ func newHarness(t testing.TB, o opts, steps ...prompttest.Step) *harness {
 	if o.wrap != nil {
 		store = o.wrap(store)
 	}
-	if o.replica != "" {
-		if o.leases == nil {
-			o.leases = o.mem
-		}
-		store = leasedStore{store, o.leases}
+	if o.replica != "" && o.leases == nil {
+		o.leases = o.mem
 	}
 	h := &harness{
 		t: t, mem: o.mem, script: prompttest.NewModel(steps...), rec: o.rec,
@@ -226,7 +217,7 @@ func newHarness(t testing.TB, o opts, steps ...prompttest.Step) *harness {
 		ApprovalTimeout: o.timeout, ApprovalRemind: o.remind, Quorum: o.quorum,
 		Now: o.clock.nowFunc(), AfterFunc: o.clock.afterFunc(),
 		Policy: o.policy, Mode: o.mode,
-		Replica: o.replica, LeaseTTL: o.ttl, Logger: o.logger,
+		Leases: o.leases, Replica: o.replica, LeaseTTL: o.ttl, Logger: o.logger,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -350,3 +350,39 @@ func TestNegativeLeaseTTLIsRefused(t *testing.T) {
 		t.Fatal("a negative lease TTL was accepted")
 	}
 }
+
+// countingLeases is a store that counts the leases asked of it.
+type countingLeases struct {
+	*prompttest.Store
+	n atomic.Int32
+}
+
+func (c *countingLeases) Lease(ctx context.Context, name, holder string, now time.Time, ttl time.Duration) (bool, error) {
+	c.n.Add(1)
+	return c.Store.Lease(ctx, name, holder, now, ttl)
+}
+
+// TestAServiceWithoutLeasesTakesNone: a single process (SQLite) is not
+// given Leases and takes none, even from a store that could give them:
+// no extra writes on every pass.
+func TestAServiceWithoutLeasesTakesNone(t *testing.T) {
+	st := &countingLeases{Store: prompttest.NewStore()}
+	rec := newRecorder()
+	svc, err := prompt.NewService(prompt.Config{Model: prompttest.NewModel(prompttest.Calls(call("c1", "test.free", "x")), prompttest.Answer("done")),
+		Store: st, Tools: defaultTools(t)(rec)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan prompt.Answer, 1)
+	svc.OnEnded(func(_ context.Context, a prompt.Answer) { ended <- a })
+	t.Cleanup(func() { _ = svc.Close(context.Background()) })
+	if _, err := svc.Create(context.Background(), "c", "go"); err != nil {
+		t.Fatal(err)
+	}
+	if a := waitFor(t, ended); a.State != prompt.StateCompleted {
+		t.Fatalf("ended %s", a.State)
+	}
+	if n := st.n.Load(); n != 0 {
+		t.Fatalf("%d leases taken without Config.Leases", n)
+	}
+}

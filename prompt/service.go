@@ -49,10 +49,13 @@ type Config struct {
 	// Quorum is how many different people must approve a request before
 	// its call runs (default 1); one rejection rejects it.
 	Quorum int
+	// Leases, when set, are shared with other processes on the same
+	// store: each prompt is then advanced by one replica at a time, under
+	// the lease "prompt:<id>". Nil: this process is alone (SQLite) and
+	// takes none.
+	Leases Leases
 	// Replica names this process to the others that share the store, as
-	// the holder of the leases it takes (default: a random ID). Used only
-	// when Store implements Leases: then each prompt is advanced by one
-	// replica at a time, under the lease "prompt:<id>". Two live processes
+	// the holder of the leases it takes (default: a random ID). Two live processes
 	// must not share a name. A process that restarts under the name it
 	// had takes back at once the prompts it was advancing when it died;
 	// under a new name, they wait for their leases to lapse. A store one
@@ -97,8 +100,7 @@ type Service struct {
 	log          *slog.Logger
 	now          func() time.Time
 	afterFunc    func(time.Duration, func()) func() bool
-	// leases is the store's, or nil when it has none: then this process
-	// is taken to be the only one.
+	// leases is Config.Leases: nil when this process is the only one.
 	leases   Leases
 	replica  string
 	ttl      time.Duration
@@ -203,7 +205,7 @@ func NewService(cfg Config) (*Service, error) {
 		quit:         make(chan struct{}),
 		entries:      map[string]*entry{},
 	}
-	s.leases, _ = cfg.Store.(Leases)
+	s.leases = cfg.Leases
 	if s.replica == "" {
 		s.replica = "r_" + randomID(5)
 	}

@@ -84,10 +84,8 @@ func crashService(st prompt.Store, logPath string, rounds int, afterAppend func(
 		}
 		return prompt.Response{Text: "all done"}, nil
 	})
-	// One process at a time opens a SQLite file, so both use one replica
-	// name: the restarted process takes back at once the leases of the
-	// prompts the dead one was advancing, rather than after they lapse.
-	return prompt.NewService(prompt.Config{Model: model, Store: st, Tools: []*prompt.Tool{tool}, Replica: "crash-test"})
+	// One process at a time opens a SQLite file: it takes no leases.
+	return prompt.NewService(prompt.Config{Model: model, Store: st, Tools: []*prompt.Tool{tool}})
 }
 
 // killAfterDecide dies the moment a decision is durable, before the

@@ -207,13 +207,6 @@ func (db *DB) open(ctx context.Context, cfg config) error {
 	if err := db.migrate(ctx); err != nil {
 		return err
 	}
-	// This process holds the file alone (the lock above), so any lease in
-	// it is a dead process's: clear them, or a restart under a new name
-	// would wait for its own old leases to lapse before resuming prompts.
-	if _, err := db.writer.ExecContext(ctx, `DELETE FROM leases`); err != nil {
-		return fmt.Errorf("clear the leases of an earlier process: %w", err)
-	}
-
 	rq := url.Values{}
 	rq.Set("_busy_timeout", fmt.Sprint(cfg.busyTimeout.Milliseconds()))
 	rq.Set("_query_only", "1")

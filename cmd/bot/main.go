@@ -208,8 +208,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		ApprovalTimeout: cfg.ApprovalTimeout,
 		ApprovalRemind:  cfg.ApprovalRemind,
 		Quorum:          cfg.ApprovalQuorum,
-		// The name this replica's leases go by; with SQLite alone it
-		// matters to nobody (the store clears its leases when it opens).
+		// Replicas on PostgreSQL take turns on each prompt; a SQLite
+		// file is opened by one process only, which needs no leases.
+		Leases:   leasesOf(db),
 		Replica:  replica,
 		LeaseTTL: cfg.ReplicaLeaseTTL,
 		Logger:   log,

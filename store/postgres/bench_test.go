@@ -54,8 +54,9 @@ func newReplicaSet(b *testing.B, n int) *replicaSet {
 	}
 	rs := &replicaSet{asked: make(chan string, 1<<16), ended: make(chan prompt.Answer, 1<<16)}
 	for i := range n {
+		db := openReplica(b, url)
 		svc, err := prompt.NewService(prompt.Config{
-			Model: gatedModel, Store: openReplica(b, url), Tools: []*prompt.Tool{tool},
+			Model: gatedModel, Store: db, Leases: db, Tools: []*prompt.Tool{tool},
 			HistoryLimit: 1, Replica: fmt.Sprint("r", i+1),
 		})
 		if err != nil {
@@ -187,7 +188,8 @@ func BenchmarkTakeover(b *testing.B) {
 		}
 		return prompt.Response{Text: "done"}, nil
 	})
-	survivor, err := prompt.NewService(prompt.Config{Model: model, Store: openReplica(b, url), Tools: tools,
+	survivorDB := openReplica(b, url)
+	survivor, err := prompt.NewService(prompt.Config{Model: model, Store: survivorDB, Leases: survivorDB, Tools: tools,
 		Replica: "survivor", LeaseTTL: ttl, HistoryLimit: 1})
 	if err != nil {
 		b.Fatal(err)
@@ -204,7 +206,7 @@ func BenchmarkTakeover(b *testing.B) {
 		b.StopTimer()
 		dead := &atomic.Bool{}
 		store := mortalDB{DB: openReplica(b, url), dead: dead}
-		victim, err := prompt.NewService(prompt.Config{Model: model, Store: store, Tools: tools,
+		victim, err := prompt.NewService(prompt.Config{Model: model, Store: store, Leases: store, Tools: tools,
 			Replica: fmt.Sprint("victim", i), LeaseTTL: ttl, HistoryLimit: 1})
 		if err != nil {
 			b.Fatal(err)

@@ -131,7 +131,7 @@ func TestAReplicaTakesOverAPromptWhoseReplicaDied(t *testing.T) {
 		t.Fatal(err)
 	}
 	service := func(name string, st prompt.Store, model prompt.Model) *prompt.Service {
-		svc, err := prompt.NewService(prompt.Config{Model: model, Store: st, Tools: []*prompt.Tool{tool},
+		svc, err := prompt.NewService(prompt.Config{Model: model, Store: st, Leases: st.(prompt.Leases), Tools: []*prompt.Tool{tool},
 			Replica: name, LeaseTTL: ttl, Now: clk.Now, AfterFunc: clk.AfterFunc})
 		if err != nil {
 			t.Fatal(err)
