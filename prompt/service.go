@@ -265,20 +265,17 @@ func (s *Service) toolset() *toolset { return s.tools.Load() }
 func (s *Service) reloadTools() {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
-	tools := append([]*Tool(nil), s.static...)
+	ts, err := newToolset(s.static)
+	if err != nil {
+		s.log.Error("tool set not changed", "err", err) // not reached: NewService checked them
+		return
+	}
 	for _, src := range s.sources {
 		for _, t := range src.Tools() {
-			if _, err := newToolset(append(append([]*Tool(nil), tools...), t)); err != nil {
+			if err := ts.add(t); err != nil {
 				s.log.Warn("tool left out", "tool", t.Name, "err", err)
-				continue
 			}
-			tools = append(tools, t)
 		}
-	}
-	ts, err := newToolset(tools)
-	if err != nil {
-		s.log.Error("tool set not changed", "err", err) // not reached: each joined alone
-		return
 	}
 	s.tools.Store(ts)
 }

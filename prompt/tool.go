@@ -175,47 +175,56 @@ type preparedTool struct {
 func newToolset(tools []*Tool) (*toolset, error) {
 	ts := &toolset{byName: make(map[string]*preparedTool, len(tools))}
 	for _, t := range tools {
-		if t == nil {
-			return nil, errors.New("nil tool")
+		if err := ts.add(t); err != nil {
+			return nil, err
 		}
-		if !toolName.MatchString(t.Name) {
-			return nil, fmt.Errorf("tool %q: name must match %s", t.Name, toolName)
-		}
-		if _, dup := ts.byName[t.Name]; dup {
-			return nil, fmt.Errorf("tool %q: registered twice", t.Name)
-		}
-		if t.Invoke == nil {
-			return nil, fmt.Errorf("tool %q: no Invoke", t.Name)
-		}
-		schema := t.Schema
-		if schema == nil {
-			schema = &jsonschema.Schema{Type: "object"}
-		}
-		resolved, err := schema.Resolve(nil)
-		if err != nil {
-			return nil, fmt.Errorf("tool %q: resolve schema: %w", t.Name, err)
-		}
-		params, err := json.Marshal(schema)
-		if err != nil {
-			return nil, fmt.Errorf("tool %q: encode schema: %w", t.Name, err)
-		}
-		// A copy: the default gate below is this service's, not the tool's.
-		tc := *t
-		switch {
-		case tc.Effect == "" && tc.Gate == nil:
-			tc.Effect = EffectRead
-		case tc.Effect == "":
-			tc.Effect = EffectSend
-		case tc.Effect != EffectRead && tc.Effect != EffectWrite && tc.Effect != EffectExecute && tc.Effect != EffectSend:
-			return nil, fmt.Errorf("tool %q: effect %q is not read, write, execute or send", t.Name, tc.Effect)
-		}
-		if tc.Gate == nil && tc.Effect != EffectRead {
-			tc.Gate = Always(fmt.Sprintf("%s %ss; without a rule that allows it, every call asks.", t.Name, tc.Effect))
-		}
-		ts.byName[t.Name] = &preparedTool{Tool: &tc, resolved: resolved}
-		ts.defs = append(ts.defs, ToolDef{Name: t.Name, Description: t.Description, Parameters: params})
 	}
 	return ts, nil
+}
+
+// add checks t and adds it, its schema resolved once; on an error ts is
+// as it was.
+func (ts *toolset) add(t *Tool) error {
+	if t == nil {
+		return errors.New("nil tool")
+	}
+	if !toolName.MatchString(t.Name) {
+		return fmt.Errorf("tool %q: name must match %s", t.Name, toolName)
+	}
+	if _, dup := ts.byName[t.Name]; dup {
+		return fmt.Errorf("tool %q: registered twice", t.Name)
+	}
+	if t.Invoke == nil {
+		return fmt.Errorf("tool %q: no Invoke", t.Name)
+	}
+	schema := t.Schema
+	if schema == nil {
+		schema = &jsonschema.Schema{Type: "object"}
+	}
+	resolved, err := schema.Resolve(nil)
+	if err != nil {
+		return fmt.Errorf("tool %q: resolve schema: %w", t.Name, err)
+	}
+	params, err := json.Marshal(schema)
+	if err != nil {
+		return fmt.Errorf("tool %q: encode schema: %w", t.Name, err)
+	}
+	// A copy: the default gate below is this service's, not the tool's.
+	tc := *t
+	switch {
+	case tc.Effect == "" && tc.Gate == nil:
+		tc.Effect = EffectRead
+	case tc.Effect == "":
+		tc.Effect = EffectSend
+	case tc.Effect != EffectRead && tc.Effect != EffectWrite && tc.Effect != EffectExecute && tc.Effect != EffectSend:
+		return fmt.Errorf("tool %q: effect %q is not read, write, execute or send", t.Name, tc.Effect)
+	}
+	if tc.Gate == nil && tc.Effect != EffectRead {
+		tc.Gate = Always(fmt.Sprintf("%s %ss; without a rule that allows it, every call asks.", t.Name, tc.Effect))
+	}
+	ts.byName[t.Name] = &preparedTool{Tool: &tc, resolved: resolved}
+	ts.defs = append(ts.defs, ToolDef{Name: t.Name, Description: t.Description, Parameters: params})
+	return nil
 }
 
 // validate parses the model's argument text and checks it against the
