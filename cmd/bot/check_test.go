@@ -122,3 +122,16 @@ func TestCheckRefusesStrayArguments(t *testing.T) {
 		t.Fatalf("check now: %v", err)
 	}
 }
+
+// TestCheckAndAuditSayTheyReadSQLiteOnly: with DATABASE_URL set they do
+// not quietly read a stale SQLite file at DATABASE_PATH.
+func TestCheckAndAuditSayTheyReadSQLiteOnly(t *testing.T) {
+	env := envOf(map[string]string{"DATABASE_URL": "postgres://u@localhost/db", "DATABASE_PATH": filepath.Join(t.TempDir(), "x.db")})
+	for _, args := range [][]string{{"bot", "check"}, {"bot", "audit"}} {
+		var out strings.Builder
+		err := run(context.Background(), args, env, &out, &out)
+		if err == nil || !strings.Contains(err.Error(), "DATABASE_URL is set") {
+			t.Errorf("%v: %v", args[1:], err)
+		}
+	}
+}
